@@ -1,0 +1,28 @@
+//! The NRI protocol: message types and ttrpc services generated from
+//! `proto/nri.proto`, and the helpers plugins and runtimes need on top.
+
+#[allow(
+    clippy::all,
+    dead_code,
+    missing_docs,
+    non_camel_case_types,
+    non_snake_case,
+    non_upper_case_globals,
+    unused_imports,
+    unused_mut,
+    unused_results
+)]
+mod generated {
+    pub mod nri {
+        include!(concat!(env!("OUT_DIR"), "/nri.rs"));
+    }
+    pub mod nri_ttrpc {
+        include!(concat!(env!("OUT_DIR"), "/nri_ttrpc.rs"));
+    }
+}
+
+pub use generated::nri::*;
+/// ttrpc clients, server traits and service constructors.
+pub mod ttrpc {
+    pub use super::generated::nri_ttrpc::*;
+}

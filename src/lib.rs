@@ -1,0 +1,10 @@
+//! nri-rs: the Node Resource Interface (NRI) of containerd and CRI-O in Rust.
+//!
+//! * [`api`]: the NRI protocol types and ttrpc services, generated from
+//!   `proto/nri.proto`, plus the helpers plugins and runtimes need.
+//! * [`mux`]: the trunk multiplexer carrying both ttrpc sessions of a plugin
+//!   over one socket, wire-compatible with upstream's `pkg/net/multiplex`.
+//! * [`stub`]: the plugin side, for writing NRI plugins in Rust.
+
+pub mod mux;
+pub mod api;
