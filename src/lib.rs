@@ -6,5 +6,14 @@
 //!   over one socket, wire-compatible with upstream's `pkg/net/multiplex`.
 //! * [`stub`]: the plugin side, for writing NRI plugins in Rust.
 
-pub mod mux;
+// Lets `#[nri::plugin]`'s expansion (`::nri::...`) work inside this crate too.
+extern crate self as nri;
+
 pub mod api;
+pub mod ffi;
+pub mod mux;
+pub mod stub;
+
+/// Subscribes a [`stub::Plugin`] to the events whose handlers its `impl`
+/// block defines. See [`stub::Plugin`].
+pub use nri_rs_macros::plugin;

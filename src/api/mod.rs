@@ -26,3 +26,18 @@ pub use generated::nri::*;
 pub mod ttrpc {
     pub use super::generated::nri_ttrpc::*;
 }
+
+mod adjust;
+pub mod event;
+pub mod optional;
+pub mod plugin;
+pub mod removal;
+
+pub use event::{EventMask, UnknownEvent, ALL_EVENTS};
+pub use optional::OptionalValue;
+pub use plugin::{
+    check_plugin_index, check_plugin_name, parse_plugin_name, PluginNameError,
+    DEFAULT_REGISTRATION_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SOCKET_PATH, PLUGIN_IDX_ENV,
+    PLUGIN_NAME_ENV, PLUGIN_SOCKET_ENV,
+};
+pub use removal::{clear_removal_marker, mark_for_removal, marked_for_removal};

@@ -1,0 +1,96 @@
+//! Plugin naming, launch environment and protocol defaults shared by the
+//! runtime and plugin sides.
+
+use std::time::Duration;
+
+/// Where the runtime listens for external plugins by default.
+pub const DEFAULT_SOCKET_PATH: &str = "/var/run/nri/nri.sock";
+/// Environment variable telling a launched plugin its name.
+pub const PLUGIN_NAME_ENV: &str = "NRI_PLUGIN_NAME";
+/// Environment variable telling a launched plugin its index.
+pub const PLUGIN_IDX_ENV: &str = "NRI_PLUGIN_IDX";
+/// Environment variable giving a launched plugin its pre-connected socket fd.
+pub const PLUGIN_SOCKET_ENV: &str = "NRI_PLUGIN_SOCKET";
+
+/// Default time a plugin has to register after connecting.
+pub const DEFAULT_REGISTRATION_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default time a plugin has to answer a request.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Why a plugin name or index is not acceptable. The texts are upstream's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PluginNameError {
+    #[error("invalid plugin name {0:?}, idx-pluginname expected")]
+    NoIndex(String),
+    #[error("invalid plugin index {0:?}, must be 2 digits")]
+    IndexLength(String),
+    #[error("invalid plugin index {0:?} (not [0-9][0-9])")]
+    IndexDigits(String),
+    #[error("invalid plugin name: name is empty")]
+    EmptyName,
+    #[error("invalid plugin name {0:?}: contains invalid character {1:?}")]
+    BadCharacter(String, char),
+}
+
+/// Splits `NN-name` at the first `-` into index and base name. Only the
+/// index is validated, as upstream does.
+pub fn parse_plugin_name(name: &str) -> Result<(&str, &str), PluginNameError> {
+    let (idx, base) = name
+        .split_once('-')
+        .ok_or_else(|| PluginNameError::NoIndex(name.to_string()))?;
+    check_plugin_index(idx)?;
+    Ok((idx, base))
+}
+
+/// An index is exactly two ASCII digits.
+pub fn check_plugin_index(idx: &str) -> Result<(), PluginNameError> {
+    if idx.len() != 2 {
+        return Err(PluginNameError::IndexLength(idx.to_string()));
+    }
+    if !idx.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(PluginNameError::IndexDigits(idx.to_string()));
+    }
+    Ok(())
+}
+
+/// A name is non-empty and uses only `[a-zA-Z0-9_.+-]`.
+pub fn check_plugin_name(name: &str) -> Result<(), PluginNameError> {
+    if name.is_empty() {
+        return Err(PluginNameError::EmptyName);
+    }
+    match name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+')))
+    {
+        Some(c) => Err(PluginNameError::BadCharacter(name.to_string(), c)),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_indices() {
+        assert_eq!(parse_plugin_name("10-foo-bar"), Ok(("10", "foo-bar")));
+        assert_eq!(
+            parse_plugin_name("foo").unwrap_err().to_string(),
+            "invalid plugin name \"foo\", idx-pluginname expected"
+        );
+        assert_eq!(
+            parse_plugin_name("1-foo").unwrap_err().to_string(),
+            "invalid plugin index \"1\", must be 2 digits"
+        );
+        assert_eq!(
+            check_plugin_index("1a").unwrap_err().to_string(),
+            "invalid plugin index \"1a\" (not [0-9][0-9])"
+        );
+        assert!(check_plugin_name("abcd-0123+EFGH_4567.ijkl").is_ok());
+        assert_eq!(
+            check_plugin_name("foo,bar").unwrap_err().to_string(),
+            "invalid plugin name \"foo,bar\": contains invalid character ','"
+        );
+        assert_eq!(check_plugin_name(""), Err(PluginNameError::EmptyName));
+    }
+}
