@@ -1,0 +1,432 @@
+//! nri-logger: an NRI plugin that logs every pod and container event it
+//! sees, and can add or set an annotation and an environment variable on
+//! every container it sees created. It takes the same flags and
+//! configuration keys as upstream's Go logger, so either can be deployed.
+//!
+//! Flags (one or two leading dashes): `-idx NN`, `-name NAME`, `-socket PATH`,
+//! `-events LIST`, `-log-file PATH`, `-add-annotation KEY`,
+//! `-set-annotation KEY`, `-add-env KEY`, `-set-env KEY`.
+//!
+//! Configuration from the runtime (YAML): `logFile`, `events` (a list),
+//! `addAnnotation`, `setAnnotation`, `addEnv`, `setEnv`.
+
+mod output;
+
+use std::sync::Mutex;
+
+use log::{error, info};
+use nri::api::{
+    Container, ContainerAdjustment, ContainerUpdate, EventMask, LinuxResources, PodSandbox,
+    ValidateContainerAdjustmentRequest,
+};
+use nri::stub::{ConfigureInfo, HandlerResult, Plugin, Stub};
+use output::{dump, many, one, optional, Output};
+use serde::Deserialize;
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", default)]
+struct Config {
+    log_file: String,
+    events: Vec<String>,
+    add_annotation: String,
+    set_annotation: String,
+    add_env: String,
+    set_env: String,
+}
+
+impl Config {
+    /// Parses the runtime's configuration on top of `self` (keys it does
+    /// not set keep their values, as unmarshalling into Go's struct does).
+    fn updated(&self, text: &str) -> Result<Config, String> {
+        let mut value =
+            serde_yaml::to_value(SerializableConfig::from(self)).map_err(|e| e.to_string())?;
+        let update: serde_yaml::Value = serde_yaml::from_str(text)
+            .map_err(|e| format!("failed to parse provided configuration: {e}"))?;
+        match (&mut value, update) {
+            (serde_yaml::Value::Mapping(base), serde_yaml::Value::Mapping(update)) => {
+                base.extend(update)
+            }
+            (_, serde_yaml::Value::Null) => {}
+            _ => return Err("failed to parse provided configuration: not a mapping".to_string()),
+        }
+        serde_yaml::from_value(value)
+            .map_err(|e| format!("failed to parse provided configuration: {e}"))
+    }
+}
+
+/// `Config` with its field names, for merging.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SerializableConfig<'a> {
+    log_file: &'a str,
+    events: &'a [String],
+    add_annotation: &'a str,
+    set_annotation: &'a str,
+    add_env: &'a str,
+    set_env: &'a str,
+}
+
+impl<'a> From<&'a Config> for SerializableConfig<'a> {
+    fn from(c: &'a Config) -> Self {
+        SerializableConfig {
+            log_file: &c.log_file,
+            events: &c.events,
+            add_annotation: &c.add_annotation,
+            set_annotation: &c.set_annotation,
+            add_env: &c.add_env,
+            set_env: &c.set_env,
+        }
+    }
+}
+
+struct Logger {
+    config: Mutex<Config>,
+    /// Subscription from `-events`, used when the runtime gives no config.
+    mask: EventMask,
+    output: &'static Output,
+}
+
+impl Logger {
+    fn config(&self) -> Config {
+        self.config
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+/// The value upstream's logger puts into what it adds.
+fn tag() -> String {
+    format!("logger-pid-{}", std::process::id())
+}
+
+#[nri::plugin]
+impl Plugin for Logger {
+    async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<EventMask> {
+        info!(
+            "got configuration data: {:?} from runtime {} {}",
+            info.config, info.runtime_name, info.runtime_version
+        );
+        if info.config.is_empty() {
+            return Ok(self.mask);
+        }
+        let old = self.config();
+        let new = old.updated(&info.config)?;
+        let mask = EventMask::parse(&new.events)
+            .map_err(|e| format!("failed to parse events in configuration: {e}"))?;
+        if new.log_file != old.log_file && !new.log_file.is_empty() {
+            self.output
+                .to_file(&new.log_file)
+                .map_err(|e| format!("failed to open log file {:?}: {e}", new.log_file))?;
+        }
+        *self.config.lock().unwrap_or_else(|p| p.into_inner()) = new;
+        Ok(mask)
+    }
+
+    async fn synchronize(
+        &self,
+        pods: Vec<PodSandbox>,
+        containers: Vec<Container>,
+    ) -> HandlerResult<Vec<ContainerUpdate>> {
+        dump("Synchronize", "pods", many(&pods));
+        dump("Synchronize", "containers", many(&containers));
+        Ok(Vec::new())
+    }
+
+    async fn shutdown(&self) {
+        info!("Shutdown");
+    }
+
+    async fn run_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
+        dump("RunPodSandbox", "pod", one(pod));
+        Ok(())
+    }
+
+    async fn update_pod_sandbox(
+        &self,
+        pod: &PodSandbox,
+        overhead: Option<&LinuxResources>,
+        resources: Option<&LinuxResources>,
+    ) -> HandlerResult<()> {
+        dump("UpdatePodSandbox", "pod", one(pod));
+        dump("UpdatePodSandbox", "overheadResources", optional(overhead));
+        dump("UpdatePodSandbox", "resources", optional(resources));
+        Ok(())
+    }
+
+    async fn post_update_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
+        dump("PostUpdatePodSandbox", "pod", one(pod));
+        Ok(())
+    }
+
+    async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
+        dump("StopPodSandbox", "pod", one(pod));
+        Ok(())
+    }
+
+    async fn remove_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
+        dump("RemovePodSandbox", "pod", one(pod));
+        Ok(())
+    }
+
+    async fn create_container(
+        &self,
+        pod: &PodSandbox,
+        ctr: &Container,
+    ) -> HandlerResult<(ContainerAdjustment, Vec<ContainerUpdate>)> {
+        dump("CreateContainer", "pod", one(pod));
+        dump("CreateContainer", "container", one(ctr));
+        let cfg = self.config();
+        let mut adjust = ContainerAdjustment::new();
+        if !cfg.add_annotation.is_empty() {
+            adjust.add_annotation(cfg.add_annotation.clone(), tag());
+        }
+        if !cfg.set_annotation.is_empty() {
+            adjust.remove_annotation(&cfg.set_annotation);
+            adjust.add_annotation(cfg.set_annotation.clone(), tag());
+        }
+        if !cfg.add_env.is_empty() {
+            adjust.add_env(cfg.add_env.clone(), tag());
+        }
+        if !cfg.set_env.is_empty() {
+            adjust.remove_env(&cfg.set_env);
+            adjust.add_env(cfg.set_env.clone(), tag());
+        }
+        Ok((adjust, Vec::new()))
+    }
+
+    async fn post_create_container(&self, pod: &PodSandbox, ctr: &Container) -> HandlerResult<()> {
+        dump("PostCreateContainer", "pod", one(pod));
+        dump("PostCreateContainer", "container", one(ctr));
+        Ok(())
+    }
+
+    async fn start_container(&self, pod: &PodSandbox, ctr: &Container) -> HandlerResult<()> {
+        dump("StartContainer", "pod", one(pod));
+        dump("StartContainer", "container", one(ctr));
+        Ok(())
+    }
+
+    async fn post_start_container(&self, pod: &PodSandbox, ctr: &Container) -> HandlerResult<()> {
+        dump("PostStartContainer", "pod", one(pod));
+        dump("PostStartContainer", "container", one(ctr));
+        Ok(())
+    }
+
+    async fn update_container(
+        &self,
+        pod: &PodSandbox,
+        ctr: &Container,
+        resources: Option<&LinuxResources>,
+    ) -> HandlerResult<Vec<ContainerUpdate>> {
+        dump("UpdateContainer", "pod", one(pod));
+        dump("UpdateContainer", "container", one(ctr));
+        dump("UpdateContainer", "resources", optional(resources));
+        Ok(Vec::new())
+    }
+
+    async fn post_update_container(&self, pod: &PodSandbox, ctr: &Container) -> HandlerResult<()> {
+        dump("PostUpdateContainer", "pod", one(pod));
+        dump("PostUpdateContainer", "container", one(ctr));
+        Ok(())
+    }
+
+    async fn stop_container(
+        &self,
+        pod: &PodSandbox,
+        ctr: &Container,
+    ) -> HandlerResult<Vec<ContainerUpdate>> {
+        dump("StopContainer", "pod", one(pod));
+        dump("StopContainer", "container", one(ctr));
+        Ok(Vec::new())
+    }
+
+    async fn remove_container(&self, pod: &PodSandbox, ctr: &Container) -> HandlerResult<()> {
+        dump("RemoveContainer", "pod", one(pod));
+        dump("RemoveContainer", "container", one(ctr));
+        Ok(())
+    }
+
+    async fn validate_container_adjustment(
+        &self,
+        req: &ValidateContainerAdjustmentRequest,
+    ) -> HandlerResult<()> {
+        dump("ValidateContainerAdjustment", "request", one(req));
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct Flags {
+    idx: Option<String>,
+    name: Option<String>,
+    socket: Option<String>,
+    events: String,
+    config: Config,
+}
+
+fn parse_flags(args: impl IntoIterator<Item = String>) -> Result<Flags, String> {
+    let mut flags = Flags {
+        idx: None,
+        name: None,
+        socket: None,
+        events: String::new(),
+        config: Config::default(),
+    };
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        // Go's flag package accepts -flag, --flag, -flag=value and --flag=value.
+        let flag = arg.trim_start_matches('-');
+        if flag.len() == arg.len() {
+            return Err(format!("unexpected argument {arg:?}"));
+        }
+        let (flag, inline) = match flag.split_once('=') {
+            Some((f, v)) => (f, Some(v.to_string())),
+            None => (flag, None),
+        };
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or(format!("flag needs an argument: -{flag}"))
+        };
+        match flag {
+            "idx" => flags.idx = Some(value()?),
+            "name" => flags.name = Some(value()?),
+            "socket" | "socket-path" => flags.socket = Some(value()?),
+            "events" => flags.events = value()?,
+            "log-file" => flags.config.log_file = value()?,
+            "add-annotation" => flags.config.add_annotation = value()?,
+            "set-annotation" => flags.config.set_annotation = value()?,
+            "add-env" => flags.config.add_env = value()?,
+            "set-env" => flags.config.set_env = value()?,
+            "h" | "help" => return Err(USAGE.to_string()),
+            _ => return Err(format!("flag provided but not defined: -{flag}\n{USAGE}")),
+        }
+    }
+    Ok(flags)
+}
+
+const USAGE: &str =
+    "usage: nri-logger [-idx NN] [-name NAME] [-socket PATH] [-events LIST] [-log-file PATH] \
+[-add-annotation KEY] [-set-annotation KEY] [-add-env KEY] [-set-env KEY]";
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let output = output::install();
+    let flags = match parse_flags(std::env::args().skip(1)) {
+        Ok(flags) => flags,
+        Err(msg) => {
+            eprintln!("{msg}");
+            std::process::exit(2)
+        }
+    };
+    if !flags.config.log_file.is_empty() {
+        if let Err(e) = output.to_file(&flags.config.log_file) {
+            eprintln!("failed to open log file {:?}: {e}", flags.config.log_file);
+            std::process::exit(1)
+        }
+    }
+    let mask = if flags.events.is_empty() {
+        EventMask::EMPTY
+    } else {
+        match flags.events.parse::<EventMask>() {
+            Ok(mask) => mask,
+            Err(e) => {
+                error!("failed to parse events: {e}");
+                std::process::exit(1)
+            }
+        }
+    };
+    let mut config = flags.config;
+    config.events = flags
+        .events
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+
+    let mut builder = Stub::builder().on_close(|| {
+        info!("Connection to the runtime lost, exiting...");
+        std::process::exit(1)
+    });
+    if let Some(idx) = flags.idx {
+        builder = builder.idx(idx);
+    }
+    if let Some(name) = flags.name {
+        builder = builder.name(name);
+    }
+    if let Some(socket) = flags.socket {
+        builder = builder.socket_path(socket);
+    }
+    let logger = Logger {
+        config: Mutex::new(config),
+        mask,
+        output,
+    };
+    let stub = match builder.build(logger) {
+        Ok(stub) => stub,
+        Err(e) => {
+            error!("failed to create plugin stub: {e}");
+            std::process::exit(1)
+        }
+    };
+    if let Err(e) = stub.run().await {
+        error!("plugin exited with error {e}");
+        std::process::exit(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn flags_accept_go_and_gnu_spelling() {
+        let f = parse_flags(args(&[
+            "-idx",
+            "10",
+            "--events=CreateContainer,StopContainer",
+            "-add-env",
+            "FOO",
+        ]))
+        .unwrap();
+        assert_eq!(f.idx.as_deref(), Some("10"));
+        assert_eq!(f.events, "CreateContainer,StopContainer");
+        assert_eq!(f.config.add_env, "FOO");
+        assert!(parse_flags(args(&["-bogus"]))
+            .unwrap_err()
+            .contains("not defined: -bogus"));
+        assert!(parse_flags(args(&["-idx"]))
+            .unwrap_err()
+            .contains("needs an argument"));
+        assert!(parse_flags(args(&["stray"])).is_err());
+    }
+
+    #[test]
+    fn runtime_config_overrides_flags_key_by_key() {
+        let base = Config {
+            add_env: "FROM_FLAG".into(),
+            log_file: "/tmp/a".into(),
+            ..Default::default()
+        };
+        let cfg = base
+            .updated("events: [CreateContainer]\nsetAnnotation: foo\n")
+            .unwrap();
+        assert_eq!(cfg.add_env, "FROM_FLAG");
+        assert_eq!(cfg.set_annotation, "foo");
+        assert_eq!(cfg.events, ["CreateContainer"]);
+        assert!(base
+            .updated("[1, 2]")
+            .unwrap_err()
+            .contains("not a mapping"));
+        assert!(base
+            .updated("events: {")
+            .unwrap_err()
+            .starts_with("failed to parse provided configuration"));
+    }
+}
