@@ -399,3 +399,63 @@ async fn unreachable_socket_is_a_clear_error() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn reconnects_after_the_runtime_goes_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nri.sock");
+    let listener = tokio::net::UnixListener::bind(&path).unwrap();
+    let closed = Arc::new(AtomicUsize::new(0));
+    let stub = {
+        let closed = closed.clone();
+        Arc::new(
+            Stub::builder()
+                .name("rec")
+                .idx("42")
+                .socket_path(&path)
+                .reconnect(Duration::from_millis(10))
+                .on_close(move || {
+                    closed.fetch_add(1, Ordering::SeqCst);
+                })
+                .build(Rec(Arc::new(Recorder::default())))
+                .unwrap(),
+        )
+    };
+    let runner = {
+        let stub = stub.clone();
+        tokio::spawn(async move { stub.run().await })
+    };
+
+    let (first, _) = listener.accept().await.unwrap();
+    let mut rt = fake_runtime(first).await;
+    rt.registered.recv().await.expect("first registration");
+    configure(&rt).await.unwrap();
+    drop(rt);
+
+    let (second, _) = listener.accept().await.unwrap();
+    let mut rt = fake_runtime(second).await;
+    let reg = rt
+        .registered
+        .recv()
+        .await
+        .expect("registers again after reconnecting");
+    assert_eq!(reg.plugin_name, "rec");
+    configure(&rt).await.unwrap();
+    assert_eq!(closed.load(Ordering::SeqCst), 1);
+
+    stub.handle().stop();
+    assert!(runner.await.unwrap().is_ok(), "a stopped stub returns Ok");
+}
+
+#[tokio::test]
+async fn stop_interrupts_a_runtime_that_never_configures() {
+    let rec = Arc::new(Recorder::default());
+    let (stub, _rt, runner) = connect(rec).await;
+    // Registered, but the runtime never sends Configure.
+    stub.handle().stop();
+    let result = runner.await.unwrap();
+    assert!(
+        result.is_ok(),
+        "stop during the handshake must end run cleanly: {result:?}"
+    );
+}

@@ -23,6 +23,7 @@ mod service;
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -76,6 +77,8 @@ pub enum StubError {
     Request(String),
     #[error("connection to the runtime closed: {0}")]
     Closed(String),
+    #[error("stub stopped")]
+    Stopped,
 }
 
 /// State shared by the stub, its handles and the per-connection service.
@@ -232,7 +235,8 @@ impl StubBuilder {
             on_close: self.on_close,
             reconnect: self.reconnect,
             stop: Arc::new(stop_tx),
-            session: tokio::sync::Mutex::new(None),
+            env_socket_taken: AtomicBool::new(false),
+            session: Mutex::new(None),
         })
     }
 
@@ -341,7 +345,10 @@ pub struct Stub<P> {
     on_close: Option<Box<dyn Fn() + Send + Sync>>,
     reconnect: Option<Duration>,
     stop: Arc<watch::Sender<bool>>,
-    session: tokio::sync::Mutex<Option<Session>>,
+    /// Set once the fd in `NRI_PLUGIN_SOCKET` was adopted: it is handed over
+    /// once, so a reconnect dials the socket path instead.
+    env_socket_taken: AtomicBool,
+    session: Mutex<Option<Session>>,
 }
 
 /// One live connection to the runtime.
@@ -372,17 +379,14 @@ impl<P: Plugin> Stub<P> {
 
     /// Connects, registers and waits until the runtime has configured the
     /// plugin. Events are served in the background until the connection
-    /// closes or [`Stub::stop`] is called.
+    /// closes or [`Stub::stop`] is called. Not to be called concurrently.
     pub async fn start(&self) -> Result<(), StubError> {
-        let mut session = self.session.lock().await;
-        if let Some(old) = session.take() {
-            close_session(old).await;
-        }
+        self.close().await;
         let stream = self.connect()?;
         let mux = Mux::new(stream, mux::Options::default());
         match self.handshake(&mux).await {
             Ok(server) => {
-                *session = Some(Session { mux, server });
+                *self.session_lock() = Some(Session { mux, server });
                 info!("started plugin {}", self.shared.full_name());
                 Ok(())
             }
@@ -396,8 +400,10 @@ impl<P: Plugin> Stub<P> {
 
     /// Runs the plugin: start, then serve until the runtime goes away or
     /// the stub is stopped. With [`StubBuilder::reconnect`] it keeps
-    /// reconnecting instead of returning when the runtime goes away.
+    /// reconnecting instead of returning when the runtime goes away. Like
+    /// upstream's `Run`, it may be called again after it returned.
     pub async fn run(&self) -> Result<(), StubError> {
+        self.stop.send_replace(false);
         let mut stop = self.stop.subscribe();
         loop {
             if stopped(&stop) {
@@ -436,8 +442,12 @@ impl<P: Plugin> Stub<P> {
         self.close().await;
     }
 
+    fn session_lock(&self) -> std::sync::MutexGuard<'_, Option<Session>> {
+        self.session.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     async fn wait_closed(&self, stop: &mut watch::Receiver<bool>) -> Result<(), StubError> {
-        let mux = match self.session.lock().await.as_ref() {
+        let mux = match self.session_lock().as_ref() {
             Some(s) => s.mux.clone(),
             None => return Ok(()),
         };
@@ -456,7 +466,8 @@ impl<P: Plugin> Stub<P> {
 
     async fn close(&self) {
         self.shared.lock().runtime = None;
-        if let Some(session) = self.session.lock().await.take() {
+        let session = self.session_lock().take();
+        if let Some(session) = session {
             close_session(session).await;
         }
     }
@@ -473,10 +484,10 @@ impl<P: Plugin> Stub<P> {
                 stream
             }
             None => match std::env::var(api::PLUGIN_SOCKET_ENV) {
-                Ok(value) if !value.is_empty() => {
+                Ok(value)
+                    if !value.is_empty() && !self.env_socket_taken.swap(true, Ordering::SeqCst) =>
+                {
                     info!("using connection {value:?} from environment");
-                    // The fd is handed over once; a reconnect dials instead.
-                    std::env::remove_var(api::PLUGIN_SOCKET_ENV);
                     stream_from_fd(&value)?
                 }
                 _ => std::os::unix::net::UnixStream::connect(&self.socket_path).map_err(
@@ -518,6 +529,7 @@ impl<P: Plugin> Stub<P> {
         let runtime = api::ttrpc::RuntimeClient::new(client);
         let timeout = self.shared.lock().registration_timeout;
         self.shared.lock().runtime = Some(runtime.clone());
+        let mut stop = self.stop.subscribe();
 
         let result = async {
             let req = api::RegisterPluginRequest {
@@ -531,11 +543,16 @@ impl<P: Plugin> Stub<P> {
                 self.shared.full_name()
             );
             let register = runtime.register_plugin(ttrpc::context::with_duration(timeout), &req);
-            match tokio::time::timeout(timeout, register).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => return Err(StubError::Register(e.to_string())),
-                Err(_) => return Err(StubError::Register("registration timed out".to_string())),
+            tokio::select! {
+                registered = tokio::time::timeout(timeout, register) => match registered {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => return Err(StubError::Register(e.to_string())),
+                    Err(_) => return Err(StubError::Register("registration timed out".to_string())),
+                },
+                _ = async { stop.wait_for(|stopped| *stopped).await.is_ok() } => return Err(StubError::Stopped),
             }
+            // A runtime configures right after registration; one that never
+            // does must not keep the plugin (or a stop request) waiting.
             tokio::select! {
                 configured = configured_rx => match configured {
                     Ok(Ok(_events)) => Ok(()),
@@ -545,6 +562,10 @@ impl<P: Plugin> Stub<P> {
                 reason = mux.closed() => Err(StubError::Closed(
                     reason.map(|e| e.to_string()).unwrap_or_else(|| "EOF".to_string()),
                 )),
+                _ = tokio::time::sleep(timeout) => Err(StubError::Configure(format!(
+                    "runtime did not configure the plugin within {timeout:?}"
+                ))),
+                _ = async { stop.wait_for(|stopped| *stopped).await.is_ok() } => Err(StubError::Stopped),
             }
         }
         .await;

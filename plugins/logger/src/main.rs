@@ -21,9 +21,9 @@ use nri::api::{
 };
 use nri::stub::{ConfigureInfo, HandlerResult, Plugin, Stub};
 use output::{dump, many, one, optional, Output};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase", default)]
 struct Config {
     log_file: String,
@@ -38,8 +38,7 @@ impl Config {
     /// Parses the runtime's configuration on top of `self` (keys it does
     /// not set keep their values, as unmarshalling into Go's struct does).
     fn updated(&self, text: &str) -> Result<Config, String> {
-        let mut value =
-            serde_yaml::to_value(SerializableConfig::from(self)).map_err(|e| e.to_string())?;
+        let mut value = serde_yaml::to_value(self).map_err(|e| e.to_string())?;
         let update: serde_yaml::Value = serde_yaml::from_str(text)
             .map_err(|e| format!("failed to parse provided configuration: {e}"))?;
         match (&mut value, update) {
@@ -51,31 +50,6 @@ impl Config {
         }
         serde_yaml::from_value(value)
             .map_err(|e| format!("failed to parse provided configuration: {e}"))
-    }
-}
-
-/// `Config` with its field names, for merging.
-#[derive(serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-struct SerializableConfig<'a> {
-    log_file: &'a str,
-    events: &'a [String],
-    add_annotation: &'a str,
-    set_annotation: &'a str,
-    add_env: &'a str,
-    set_env: &'a str,
-}
-
-impl<'a> From<&'a Config> for SerializableConfig<'a> {
-    fn from(c: &'a Config) -> Self {
-        SerializableConfig {
-            log_file: &c.log_file,
-            events: &c.events,
-            add_annotation: &c.add_annotation,
-            set_annotation: &c.set_annotation,
-            add_env: &c.add_env,
-            set_env: &c.set_env,
-        }
     }
 }
 
