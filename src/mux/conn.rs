@@ -65,7 +65,7 @@ struct ConnState {
     /// Bytes (frame headers included) handed to the writer task and not yet on the trunk.
     in_flight: usize,
     write_waker: Option<Waker>,
-    flush_waker: Option<Waker>,
+    drain_waker: Option<Waker>,
     /// Sticky write failure: the outgoing byte stream can no longer be framed.
     write_error: Option<Arc<MuxError>>,
     write_shutdown: bool,
@@ -152,7 +152,7 @@ impl ConnShared {
         let wakers = {
             let mut st = self.lock();
             st.in_flight -= len;
-            [st.write_waker.take(), st.flush_waker.take()]
+            [st.write_waker.take(), st.drain_waker.take()]
         };
         wakers.into_iter().flatten().for_each(Waker::wake);
     }
@@ -177,7 +177,7 @@ impl ConnState {
             self.read_waker.take(),
             self.feed_waker.take(),
             self.write_waker.take(),
-            self.flush_waker.take(),
+            self.drain_waker.take(),
         ]
     }
 
@@ -205,8 +205,9 @@ impl ConnState {
 ///
 /// Reading yields the connection's received bytes as a plain byte stream (frame
 /// boundaries carry no meaning). Writing frames the bytes according to the
-/// connection's [`Framing`]; `flush` resolves once everything complete that
-/// was written is on the trunk. Dropping the `Conn` closes the ConnID locally:
+/// connection's [`Framing`]; complete messages are queued for the trunk at
+/// once, `flush` never waits, and [`Conn::drained`] resolves once they are on
+/// the trunk. Dropping the `Conn` closes the ConnID locally:
 /// later frames for it are dropped and it can be opened again.
 ///
 /// After the mux closes, reads return the bytes already received and then EOF
@@ -280,6 +281,29 @@ impl Conn {
     pub fn unsent(&self) -> usize {
         let st = self.shared.lock();
         st.in_flight + st.assembler.buffered()
+    }
+
+    /// Resolves once every complete message written so far is on the trunk
+    /// (an incomplete ttrpc message stays buffered and is not waited for).
+    /// Fails if the bytes can no longer get there.
+    pub async fn drained(&self) -> io::Result<()> {
+        std::future::poll_fn(|cx| self.poll_drained(cx)).await
+    }
+
+    fn poll_drained(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut st = self.shared.lock();
+        if st.in_flight == 0 {
+            return Poll::Ready(match &st.write_error {
+                Some(err) => Err(to_io(err)),
+                None => Ok(()),
+            });
+        }
+        if let Some(err) = st.write_refusal() {
+            // Queued bytes will never reach the trunk.
+            return Poll::Ready(Err(err));
+        }
+        st.drain_waker = Some(cx.waker().clone());
+        Poll::Pending
     }
 
     /// Queues one unit for the writer task; the caller holds the state lock.
@@ -416,26 +440,27 @@ impl AsyncWrite for Conn {
         }
     }
 
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let mut st = self.shared.lock();
-        if st.in_flight == 0 {
-            return Poll::Ready(match &st.write_error {
-                Some(err) => Err(to_io(err)),
-                None => Ok(()),
-            });
-        }
-        if let Some(err) = st.write_refusal() {
-            // Queued bytes will never reach the trunk.
-            return Poll::Ready(Err(err));
-        }
-        st.flush_waker = Some(cx.waker().clone());
-        Poll::Pending
+    /// Complete messages are already queued for the trunk in order, so there
+    /// is nothing to push: flush only reports a failure already known.
+    ///
+    /// It deliberately does not wait for the writer task. ttrpc-rust's client
+    /// races its write (write + flush) against the caller dropping the
+    /// request; if the reply arrives while flush still waits for the trunk,
+    /// ttrpc declares the write cancelled and closes the whole connection.
+    /// A Unix socket's flush is a no-op too. Use [`Conn::drained`] to wait
+    /// until the bytes are on the trunk.
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let st = self.shared.lock();
+        Poll::Ready(match &st.write_error {
+            Some(err) => Err(to_io(err)),
+            None => Ok(()),
+        })
     }
 
     /// Flushes, then refuses further writes. Nothing goes on the wire and the
     /// read side stays open (ConnIDs have no half-close on the trunk).
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let res = std::task::ready!(self.as_mut().poll_flush(cx));
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let res = std::task::ready!(self.poll_drained(cx));
         self.shared.lock().write_shutdown = true;
         Poll::Ready(res)
     }

@@ -234,7 +234,7 @@ async fn two_messages_in_one_write_never_share_a_frame() {
 }
 
 #[tokio::test]
-async fn incomplete_message_stays_buffered_and_flush_only_waits_for_complete_ones() {
+async fn incomplete_message_stays_buffered_and_drained_only_waits_for_complete_ones() {
     let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
     a.set_nonblocking(true).unwrap();
     b.set_nonblocking(true).unwrap();
@@ -247,7 +247,7 @@ async fn incomplete_message_stays_buffered_and_flush_only_waits_for_complete_one
     let msg = ttrpc_msg(1, 1, &pattern(9, 5000));
 
     conn.write_all(&msg[..3000]).await.unwrap();
-    conn.flush().await.unwrap();
+    conn.drained().await.unwrap();
     assert_eq!(conn.unsent(), 3000);
     let mut buf = vec![0u8; 20_000];
     let err = peer.read(&mut buf).unwrap_err();
@@ -258,9 +258,9 @@ async fn incomplete_message_stays_buffered_and_flush_only_waits_for_complete_one
     );
 
     conn.write_all(&msg[3000..]).await.unwrap();
-    conn.flush().await.unwrap();
+    conn.drained().await.unwrap();
     assert_eq!(conn.unsent(), 0);
-    // flush() returned, so every byte is already in the socket.
+    // drained() returned, so every byte is already in the socket.
     let n = peer.read(&mut buf).unwrap();
     assert_eq!(n, 8 + 4096 + 8 + 914);
     assert_eq!(&buf[..8], &encode_header(1, 4096));

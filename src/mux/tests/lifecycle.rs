@@ -237,11 +237,11 @@ impl tokio::io::AsyncWrite for BrokenTrunk {
 }
 
 #[tokio::test]
-async fn trunk_write_failure_closes_the_mux_and_fails_the_flush() {
+async fn trunk_write_failure_closes_the_mux_and_fails_the_drain() {
     let mux = Mux::new(BrokenTrunk, Options::default());
     let mut conn = mux.open(1).unwrap();
     conn.write_all(&ttrpc_msg(1, 1, &[0; 100])).await.unwrap();
-    let err = conn.flush().await.unwrap_err();
+    let err = conn.drained().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::ConnectionReset);
     let reason = mux.closed().await.expect("an error");
     assert!(matches!(&*reason, MuxError::TrunkWrite(_)));
@@ -249,5 +249,58 @@ async fn trunk_write_failure_closes_the_mux_and_fails_the_flush() {
     assert_eq!(
         conn.read(&mut [0u8; 1]).await.unwrap_err().kind(),
         ErrorKind::ConnectionReset
+    );
+}
+
+/// A trunk that never accepts a byte.
+struct StuckTrunk;
+
+impl tokio::io::AsyncRead for StuckTrunk {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        _: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Pending
+    }
+}
+
+impl tokio::io::AsyncWrite for StuckTrunk {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        _: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::task::Poll::Pending
+    }
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Pending
+    }
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Pending
+    }
+}
+
+/// ttrpc-rust closes a connection when a request's reply arrives while the
+/// writer is still inside flush; flush therefore must not wait for the trunk.
+#[tokio::test]
+async fn flush_returns_while_the_trunk_is_still_busy_but_drained_waits() {
+    let mux = Mux::new(StuckTrunk, Options::default());
+    let mut conn = mux.open(1).unwrap();
+    conn.write_all(&ttrpc_msg(1, 1, &[7; 10_000]))
+        .await
+        .unwrap();
+    conn.flush().await.unwrap();
+    assert!(conn.unsent() > 10_010, "the whole message is still queued");
+    let waited = tokio::time::timeout(std::time::Duration::from_millis(50), conn.drained()).await;
+    assert!(
+        waited.is_err(),
+        "drained() resolved with bytes still queued"
     );
 }

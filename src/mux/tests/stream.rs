@@ -271,7 +271,7 @@ async fn writes_push_back_when_the_trunk_is_not_drained() {
     for _ in sent + 1..MSGS {
         conn.write_all(&msg).await.unwrap();
     }
-    conn.flush().await.unwrap();
+    conn.drained().await.unwrap();
     assert_eq!(conn.unsent(), 0);
     drop(reader.await.unwrap());
 }
