@@ -4,11 +4,13 @@
 //!   `proto/nri.proto`, plus the helpers plugins and runtimes need.
 //! * [`mux`]: the trunk multiplexer carrying both ttrpc sessions of a plugin
 //!   over one socket, wire-compatible with upstream's `pkg/net/multiplex`.
+//! * [`adaptation`]: the runtime side: plugins, events, merging, validation.
 //! * [`stub`]: the plugin side, for writing NRI plugins in Rust.
 
 // Lets `#[nri::plugin]`'s expansion (`::nri::...`) work inside this crate too.
 extern crate self as nri;
 
+pub mod adaptation;
 pub mod api;
 pub mod ffi;
 pub mod mux;

@@ -1,0 +1,134 @@
+//! The errors the adaptation hands back to the runtime.
+//!
+//! Texts follow upstream `pkg/adaptation` wherever a runtime or a test might
+//! match on them; plugin errors and merge conflicts pass through unwrapped.
+
+use std::time::Duration;
+
+/// A boxed error from a runtime callback or a builtin plugin handler.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// An error of the NRI adaptation.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// `New()` was given an unusable argument.
+    #[error("failed to create NRI adaptation, {0}")]
+    InvalidConfig(String),
+    /// A plugin handler failed the request (a ttrpc error status). The text
+    /// is what Go's ttrpc prints for a status: `rpc error: code = C desc = M`.
+    #[error("rpc error: code = {code} desc = {message}")]
+    Plugin {
+        plugin: String,
+        code: String,
+        message: String,
+    },
+    /// A builtin plugin handler returned an error; passed through as is.
+    #[error("{message}")]
+    Builtin { plugin: String, message: String },
+    /// Plugins made conflicting or invalid adjustments.
+    #[error("{0}")]
+    Merge(String),
+    /// A validating plugin rejected the merged adjustment.
+    #[error("validator {plugin:?} rejected container adjustment, reason: {reason}")]
+    Rejected { plugin: String, reason: String },
+    /// A validating plugin could not be asked.
+    #[error("validator plugin {plugin} failed: {reason}")]
+    ValidatorFailed { plugin: String, reason: String },
+    /// A plugin did not answer within the request timeout.
+    #[error("plugin {plugin} did not answer {op} within {timeout:?}")]
+    Timeout {
+        plugin: String,
+        op: &'static str,
+        timeout: Duration,
+    },
+    /// The connection to a plugin failed or the plugin broke the protocol.
+    #[error("plugin {plugin}: {op} failed: {reason}")]
+    Transport {
+        plugin: String,
+        op: &'static str,
+        reason: String,
+    },
+    /// A runtime callback (sync or update) failed.
+    #[error("{0}")]
+    Runtime(BoxError),
+    /// Starting the adaptation failed.
+    #[error("{0}")]
+    Start(String),
+    /// The adaptation is stopped (or was never started).
+    #[error("NRI adaptation is not running")]
+    NotRunning,
+}
+
+impl Error {
+    /// Transport failures and timeouts drop the plugin but let the event go
+    /// on (upstream's "fatal" errors: closed, protocol, deadline exceeded).
+    pub(crate) fn is_fatal_for_plugin(&self) -> bool {
+        matches!(self, Error::Timeout { .. } | Error::Transport { .. })
+    }
+}
+
+/// Go's `codes.Code.String()` for a ttrpc status code, so errors read the
+/// same as upstream's.
+pub(crate) fn grpc_code_name(code: i32) -> String {
+    const NAMES: [&str; 17] = [
+        "OK",
+        "Canceled",
+        "Unknown",
+        "InvalidArgument",
+        "DeadlineExceeded",
+        "NotFound",
+        "AlreadyExists",
+        "PermissionDenied",
+        "ResourceExhausted",
+        "FailedPrecondition",
+        "Aborted",
+        "OutOfRange",
+        "Unimplemented",
+        "Internal",
+        "Unavailable",
+        "DataLoss",
+        "Unauthenticated",
+    ];
+    usize::try_from(code)
+        .ok()
+        .and_then(|i| NAMES.get(i))
+        .map(|s| s.to_string())
+        .unwrap_or_else(|| format!("Code({code})"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_errors_read_like_go_status_errors() {
+        let e = Error::Plugin {
+            plugin: "10-foo".into(),
+            code: grpc_code_name(2),
+            message: "boom".into(),
+        };
+        assert_eq!(e.to_string(), "rpc error: code = Unknown desc = boom");
+        assert_eq!(grpc_code_name(12), "Unimplemented");
+        assert_eq!(grpc_code_name(99), "Code(99)");
+        assert_eq!(grpc_code_name(-1), "Code(-1)");
+    }
+
+    #[test]
+    fn only_transport_errors_and_timeouts_are_fatal() {
+        let t = Error::Timeout {
+            plugin: "p".into(),
+            op: "CreateContainer",
+            timeout: Duration::from_secs(2),
+        };
+        assert!(t.is_fatal_for_plugin());
+        assert!(!Error::Merge("x".into()).is_fatal_for_plugin());
+        let r = Error::Rejected {
+            plugin: "00-v".into(),
+            reason: "no".into(),
+        };
+        assert_eq!(
+            r.to_string(),
+            "validator \"00-v\" rejected container adjustment, reason: no"
+        );
+    }
+}

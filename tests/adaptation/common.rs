@@ -1,0 +1,322 @@
+//! The test runtime: an Adaptation on a temp-dir socket with recording
+//! callbacks, and a configurable Rust stub plugin.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nri::adaptation::{Adaptation, BoxError, Error, Metrics, Options, SyncCb};
+use nri::api::{self, ContainerAdjustment, ContainerUpdate, EventMask};
+use nri::stub::{ConfigureInfo, HandlerResult, Plugin, Stub, StubHandle};
+use tokio::sync::watch;
+
+/// The longest any test waits for something it observes.
+pub const PATIENCE: Duration = Duration::from_secs(20);
+
+/// Records what metrics the adaptation reports.
+#[derive(Default)]
+pub struct Recorded {
+    pub invocations: Mutex<Vec<(String, String, bool)>>,
+    pub count: Mutex<Option<watch::Sender<usize>>>,
+}
+
+pub struct TestMetrics(pub Arc<Recorded>);
+
+impl Metrics for TestMetrics {
+    fn record_plugin_invocation(&self, plugin: &str, op: &str, err: Option<&Error>) {
+        self.0.invocations.lock().unwrap().push((
+            plugin.to_string(),
+            op.to_string(),
+            err.is_some(),
+        ));
+    }
+    fn update_plugin_count(&self, n: usize) {
+        if let Some(tx) = self.0.count.lock().unwrap().as_ref() {
+            tx.send_replace(n);
+        }
+    }
+}
+
+/// The runtime's state the sync callback hands out, and what it got back.
+#[derive(Default)]
+pub struct RuntimeState {
+    pub pods: Vec<api::PodSandbox>,
+    pub containers: Vec<api::Container>,
+    pub sync_updates: Vec<ContainerUpdate>,
+    pub unsolicited: Vec<ContainerUpdate>,
+    pub syncs: usize,
+    pub fail_sync: bool,
+}
+
+pub struct Harness {
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub nri: Arc<Adaptation>,
+    pub state: Arc<Mutex<RuntimeState>>,
+    pub metrics: Arc<Recorded>,
+    count: watch::Receiver<usize>,
+}
+
+impl Harness {
+    pub async fn start() -> Harness {
+        Harness::start_with(|o| o, RuntimeState::default()).await
+    }
+
+    /// `tweak` adjusts the options (plugin dir etc. are set already).
+    pub async fn start_with(
+        tweak: impl FnOnce(Options) -> Options,
+        state: RuntimeState,
+    ) -> Harness {
+        let _ = env_logger_init();
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("run/nri.sock");
+        let state = Arc::new(Mutex::new(state));
+        let metrics = Arc::new(Recorded::default());
+        let (tx, count) = watch::channel(0);
+        *metrics.count.lock().unwrap() = Some(tx);
+
+        let s1 = Arc::clone(&state);
+        let s2 = Arc::clone(&state);
+        let opts = Options::default()
+            .socket_path(&socket)
+            .plugin_path(dir.path().join("plugins"))
+            .plugin_config_path(dir.path().join("conf.d"))
+            .registration_timeout(Duration::from_secs(2))
+            .request_timeout(Duration::from_secs(2))
+            .metrics(Arc::new(TestMetrics(Arc::clone(&metrics))));
+        let nri = Adaptation::new(
+            "test-runtime",
+            "v9.9.9",
+            move |cb: SyncCb| {
+                let state = Arc::clone(&s1);
+                async move {
+                    let (pods, ctrs, fail) = {
+                        let s = state.lock().unwrap();
+                        (s.pods.clone(), s.containers.clone(), s.fail_sync)
+                    };
+                    if fail {
+                        return Err::<(), BoxError>("runtime refuses sync".into());
+                    }
+                    let updates = cb.call(pods, ctrs).await?;
+                    let mut s = state.lock().unwrap();
+                    s.syncs += 1;
+                    s.sync_updates.extend(updates);
+                    Ok(())
+                }
+            },
+            move |updates: Vec<ContainerUpdate>| {
+                let state = Arc::clone(&s2);
+                async move {
+                    state.lock().unwrap().unsolicited.extend(updates);
+                    Ok::<_, BoxError>(Vec::new())
+                }
+            },
+            tweak(opts),
+        )
+        .unwrap();
+        Harness {
+            dir,
+            socket,
+            nri: Arc::new(nri),
+            state,
+            metrics,
+            count,
+        }
+    }
+
+    pub fn plugin_dir(&self) -> PathBuf {
+        self.dir.path().join("plugins")
+    }
+
+    pub fn config_dir(&self) -> PathBuf {
+        self.dir.path().join("conf.d")
+    }
+
+    /// Waits until exactly `n` plugins are active.
+    pub async fn wait_plugins(&self, n: usize) {
+        let mut count = self.count.clone();
+        tokio::time::timeout(PATIENCE, count.wait_for(|c| *c == n))
+            .await
+            .unwrap_or_else(|_| {
+                panic!("expected {n} active plugins, have {:?}", self.nri.plugins())
+            })
+            .unwrap();
+    }
+
+    /// Starts a Rust stub plugin connecting to the socket.
+    pub fn connect<P: Plugin>(&self, name: &str, idx: &str, plugin: P) -> StubHandle {
+        self.connect_with(name, idx, None, plugin)
+    }
+
+    pub fn connect_with<P: Plugin>(
+        &self,
+        name: &str,
+        idx: &str,
+        events: Option<EventMask>,
+        plugin: P,
+    ) -> StubHandle {
+        let mut b = Stub::builder()
+            .name(name)
+            .idx(idx)
+            .socket_path(&self.socket);
+        if let Some(e) = events {
+            b = b.events(e);
+        }
+        let stub = b.build(plugin).unwrap();
+        let handle = stub.handle();
+        tokio::spawn(async move {
+            let _ = stub.run().await;
+        });
+        handle
+    }
+}
+
+fn env_logger_init() -> Result<(), ()> {
+    // Logs stay quiet unless RUST_LOG is set by whoever runs the tests.
+    Ok(())
+}
+
+pub fn pod(id: &str) -> api::PodSandbox {
+    api::PodSandbox {
+        id: id.into(),
+        name: format!("{id}-name"),
+        namespace: "default".into(),
+        uid: format!("{id}-uid"),
+        ..Default::default()
+    }
+}
+
+pub fn container(pod: &str, id: &str) -> api::Container {
+    api::Container {
+        id: id.into(),
+        pod_sandbox_id: pod.into(),
+        name: format!("{id}-name"),
+        ..Default::default()
+    }
+}
+
+pub fn create_req(pod_id: &str, id: &str) -> api::CreateContainerRequest {
+    api::CreateContainerRequest {
+        pod: protobuf::MessageField::some(pod(pod_id)),
+        container: protobuf::MessageField::some(container(pod_id, id)),
+        ..Default::default()
+    }
+}
+
+pub type Adjuster = Arc<
+    dyn Fn(&api::Container) -> HandlerResult<(ContainerAdjustment, Vec<ContainerUpdate>)>
+        + Send
+        + Sync,
+>;
+
+/// A Rust stub plugin that records every event and adjusts containers with
+/// a closure.
+#[derive(Clone, Default)]
+pub struct TestPlugin {
+    pub log: Arc<Mutex<Vec<String>>>,
+    pub adjust: Option<Adjuster>,
+    pub synced: Arc<Mutex<Vec<(usize, usize)>>>,
+    pub delay: Option<Duration>,
+}
+
+impl TestPlugin {
+    pub fn adjusting(
+        f: impl Fn(&api::Container) -> HandlerResult<(ContainerAdjustment, Vec<ContainerUpdate>)>
+            + Send
+            + Sync
+            + 'static,
+    ) -> TestPlugin {
+        TestPlugin {
+            adjust: Some(Arc::new(f)),
+            ..Default::default()
+        }
+    }
+
+    pub fn events(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
+    }
+
+    fn note(&self, what: String) {
+        self.log.lock().unwrap().push(what);
+    }
+
+    async fn pause(&self) {
+        if let Some(d) = self.delay {
+            tokio::time::sleep(d).await;
+        }
+    }
+}
+
+#[nri::plugin]
+impl Plugin for TestPlugin {
+    async fn configure(&self, _info: &ConfigureInfo) -> HandlerResult<EventMask> {
+        Ok(EventMask::EMPTY)
+    }
+
+    async fn synchronize(
+        &self,
+        pods: Vec<api::PodSandbox>,
+        containers: Vec<api::Container>,
+    ) -> HandlerResult<Vec<ContainerUpdate>> {
+        self.synced
+            .lock()
+            .unwrap()
+            .push((pods.len(), containers.len()));
+        Ok(vec![])
+    }
+
+    async fn run_pod_sandbox(&self, pod: &api::PodSandbox) -> HandlerResult<()> {
+        self.note(format!("RunPodSandbox {}", pod.id));
+        Ok(())
+    }
+
+    async fn stop_pod_sandbox(&self, pod: &api::PodSandbox) -> HandlerResult<()> {
+        self.note(format!("StopPodSandbox {}", pod.id));
+        Ok(())
+    }
+
+    async fn remove_pod_sandbox(&self, pod: &api::PodSandbox) -> HandlerResult<()> {
+        self.note(format!("RemovePodSandbox {}", pod.id));
+        Ok(())
+    }
+
+    async fn create_container(
+        &self,
+        _pod: &api::PodSandbox,
+        ctr: &api::Container,
+    ) -> HandlerResult<(ContainerAdjustment, Vec<ContainerUpdate>)> {
+        self.note(format!("CreateContainer {}", ctr.id));
+        self.pause().await;
+        match &self.adjust {
+            Some(f) => f(ctr),
+            None => Ok((ContainerAdjustment::default(), vec![])),
+        }
+    }
+
+    async fn start_container(
+        &self,
+        _pod: &api::PodSandbox,
+        ctr: &api::Container,
+    ) -> HandlerResult<()> {
+        self.note(format!("StartContainer {}", ctr.id));
+        Ok(())
+    }
+
+    async fn stop_container(
+        &self,
+        _pod: &api::PodSandbox,
+        ctr: &api::Container,
+    ) -> HandlerResult<Vec<ContainerUpdate>> {
+        self.note(format!("StopContainer {}", ctr.id));
+        Ok(vec![])
+    }
+
+    async fn remove_container(
+        &self,
+        _pod: &api::PodSandbox,
+        ctr: &api::Container,
+    ) -> HandlerResult<()> {
+        self.note(format!("RemoveContainer {}", ctr.id));
+        Ok(())
+    }
+}

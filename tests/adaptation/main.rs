@@ -1,0 +1,6 @@
+//! The Rust adaptation core hosting real plugins over real sockets: Rust
+//! stub plugins in-process, upstream Go stub plugins as processes, and
+//! hostile peers speaking raw bytes.
+
+mod common;
+mod lifecycle;

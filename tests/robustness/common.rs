@@ -1,0 +1,1 @@
+../adaptation/common.rs

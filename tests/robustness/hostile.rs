@@ -1,0 +1,363 @@
+//! One test per item of "Robust where upstream is not" (docs/COMPATIBILITY.md).
+
+use std::time::{Duration, Instant};
+
+use nri::adaptation::{BoxError, BuiltinHandlers, BuiltinPlugin, Options};
+use nri::api::{self, Event, EventMask};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::common::*;
+use crate::peers::*;
+use crate::SERIAL;
+
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+async fn harness_with_good_plugin() -> (Harness, TestPlugin) {
+    let h = Harness::start().await;
+    h.nri.start().await.unwrap();
+    let good = good_plugin();
+    h.connect("good", "50", good.clone());
+    h.wait_plugins(1).await;
+    good_plugin_still_adjusts(&h, "warmup").await;
+    (h, good)
+}
+
+/// What a test must get back to once the hostile peer is gone.
+struct Baseline {
+    fds: usize,
+    tasks: usize,
+}
+
+impl Baseline {
+    fn take(h: &Harness) -> Baseline {
+        Baseline {
+            fds: open_fds(),
+            tasks: h.nri.alive_tasks(),
+        }
+    }
+
+    async fn restored(&self, h: &Harness) {
+        eventually(TIMEOUT * 3, "fds and tasks back to baseline", || {
+            open_fds() <= self.fds && h.nri.alive_tasks() <= self.tasks
+        })
+        .await;
+    }
+}
+
+/// Upstream accepts one connection at a time: 200 silent connections locked
+/// good plugins out for ~100 s. Here a good plugin registers at once.
+#[tokio::test]
+async fn silent_connections_do_not_hold_up_good_plugins() {
+    let _serial = SERIAL.lock().await;
+    let (h, _good) = harness_with_good_plugin().await;
+    let base = Baseline::take(&h);
+
+    let mut silent = Vec::new();
+    for _ in 0..200 {
+        silent.push(tokio::net::UnixStream::connect(&h.socket).await.unwrap());
+    }
+    let started = Instant::now();
+    h.connect("late", "60", good_plugin());
+    h.wait_plugins(2).await;
+    assert!(
+        started.elapsed() < TIMEOUT,
+        "registered in {:?}, behind the silent connections",
+        started.elapsed()
+    );
+
+    // Every silent connection is closed by the runtime within one timeout.
+    for s in &mut silent {
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(TIMEOUT * 2, s.read(&mut buf)).await;
+        assert!(matches!(n, Ok(Ok(0)) | Ok(Err(_))), "runtime closed it");
+    }
+    drop(silent);
+    h.nri.stop().await;
+    let _ = base;
+}
+
+/// Upstream's mux allocates whatever length a frame claims.
+#[tokio::test]
+async fn a_frame_claiming_4_gib_drops_only_that_connection() {
+    let _serial = SERIAL.lock().await;
+    let (h, _good) = harness_with_good_plugin().await;
+    let base = Baseline::take(&h);
+    let rss_before = rss_kib();
+
+    let mut s = tokio::net::UnixStream::connect(&h.socket).await.unwrap();
+    let mut frame = vec![0, 0, 0, 2, 0xff, 0xff, 0xff, 0xf0];
+    frame.extend([0u8; 4096]);
+    s.write_all(&frame).await.unwrap();
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(TIMEOUT, s.read(&mut buf)).await;
+    assert!(
+        matches!(n, Ok(Ok(0)) | Ok(Err(_))),
+        "runtime closed the connection"
+    );
+    assert!(rss_kib() < rss_before + 64 * 1024, "no large allocation");
+    good_plugin_still_adjusts(&h, "after-bad-frame").await;
+    drop(s);
+    base.restored(&h).await;
+}
+
+/// Upstream treats a malformed reply as an ordinary plugin error: every
+/// container fails and the plugin stays. Here it is dropped.
+#[tokio::test]
+async fn a_malformed_reply_drops_the_plugin_and_the_event_goes_on() {
+    let _serial = SERIAL.lock().await;
+    let (h, _good) = harness_with_good_plugin().await;
+    let base = Baseline::take(&h);
+
+    let liar = RawPlugin::connect(
+        &h.socket,
+        vec![
+            ("Configure", configure_reply(&[Event::CREATE_CONTAINER])),
+            ("Synchronize", vec![]),
+            ("CreateContainer", vec![0xff; 32]),
+        ],
+    )
+    .await;
+    liar.register("liar", "10").await.unwrap();
+    h.wait_plugins(2).await;
+    good_plugin_still_adjusts(&h, "c1").await;
+    assert_eq!(h.nri.plugins(), ["50-good"], "the liar is gone");
+    tokio::time::timeout(TIMEOUT, liar.mux.closed())
+        .await
+        .expect("closed by the runtime");
+    good_plugin_still_adjusts(&h, "c2").await;
+    drop(liar);
+    base.restored(&h).await;
+}
+
+/// Upstream keeps the connection of a rejected registration open.
+#[tokio::test]
+async fn a_rejected_registration_closes_the_connection() {
+    let _serial = SERIAL.lock().await;
+    let (h, _good) = harness_with_good_plugin().await;
+    let base = Baseline::take(&h);
+
+    let bad = RawPlugin::connect(&h.socket, vec![]).await;
+    let err = bad.register("bad name", "10").await.unwrap_err();
+    assert!(err.to_string().contains("invalid plugin name"), "{err}");
+    tokio::time::timeout(TIMEOUT, bad.mux.closed())
+        .await
+        .expect("closed by the runtime");
+    drop(bad);
+    good_plugin_still_adjusts(&h, "c1").await;
+    base.restored(&h).await;
+}
+
+/// Upstream leaks a task per repeated RegisterPlugin.
+#[tokio::test]
+async fn registering_twice_is_refused() {
+    let _serial = SERIAL.lock().await;
+    let (h, _good) = harness_with_good_plugin().await;
+    let base = Baseline::take(&h);
+
+    let twice = RawPlugin::connect(
+        &h.socket,
+        vec![
+            ("Configure", configure_reply(&[Event::RUN_POD_SANDBOX])),
+            ("Synchronize", vec![]),
+        ],
+    )
+    .await;
+    twice.register("twice", "10").await.unwrap();
+    for _ in 0..100 {
+        let err = twice.register("twice", "10").await.unwrap_err();
+        assert!(err.to_string().contains("already registered"), "{err}");
+    }
+    h.wait_plugins(2).await;
+    twice.mux.close();
+    drop(twice);
+    // The closed plugin is pruned after the next event.
+    good_plugin_still_adjusts(&h, "c1").await;
+    assert_eq!(h.nri.plugins(), ["50-good"]);
+    base.restored(&h).await;
+}
+
+/// Upstream lets any connection, registered or not, reach UpdateFn.
+#[tokio::test]
+async fn only_registered_plugins_may_update_containers() {
+    let _serial = SERIAL.lock().await;
+    let (h, _good) = harness_with_good_plugin().await;
+    let base = Baseline::take(&h);
+
+    let sneaky = RawPlugin::connect(&h.socket, vec![]).await;
+    let err = sneaky.update().await.unwrap_err();
+    assert!(err.to_string().contains("not registered"), "{err}");
+    assert!(
+        h.state.lock().unwrap().unsolicited.is_empty(),
+        "UpdateFn not reached"
+    );
+    // Never registering, it is closed after the registration timeout.
+    tokio::time::timeout(TIMEOUT * 2, sneaky.mux.closed())
+        .await
+        .expect("closed by the runtime");
+    drop(sneaky);
+
+    // A registered plugin's updates do reach the runtime.
+    let honest = RawPlugin::connect(
+        &h.socket,
+        vec![
+            ("Configure", configure_reply(&[Event::RUN_POD_SANDBOX])),
+            ("Synchronize", vec![]),
+        ],
+    )
+    .await;
+    honest.register("honest", "20").await.unwrap();
+    h.wait_plugins(2).await;
+    honest.update().await.unwrap();
+    assert_eq!(h.state.lock().unwrap().unsolicited.len(), 1);
+    honest.mux.close();
+    drop(honest);
+    good_plugin_still_adjusts(&h, "c1").await;
+    base.restored(&h).await;
+}
+
+/// A flood of unsolicited update requests is bounded per plugin.
+#[tokio::test]
+async fn a_flood_of_update_requests_is_bounded() {
+    let _serial = SERIAL.lock().await;
+    let (h, _good) = harness_with_good_plugin().await;
+    let base = Baseline::take(&h);
+    let flooder = RawPlugin::connect(
+        &h.socket,
+        vec![
+            ("Configure", configure_reply(&[Event::RUN_POD_SANDBOX])),
+            ("Synchronize", vec![]),
+        ],
+    )
+    .await;
+    flooder.register("flooder", "20").await.unwrap();
+    h.wait_plugins(2).await;
+    let calls: Vec<_> = (0..500)
+        .map(|_| {
+            let client = flooder.runtime.clone();
+            tokio::spawn(async move { update_via(&client).await })
+        })
+        .collect();
+    let mut accepted = 0;
+    for c in calls {
+        match tokio::time::timeout(TIMEOUT, c)
+            .await
+            .expect("no request hangs")
+            .unwrap()
+        {
+            Ok(_) => accepted += 1,
+            Err(e) => assert!(e.to_string().contains("too many"), "{e}"),
+        }
+    }
+    assert_eq!(h.state.lock().unwrap().unsolicited.len(), accepted);
+    good_plugin_still_adjusts(&h, "c1").await;
+    flooder.mux.close();
+    drop(flooder);
+    good_plugin_still_adjusts(&h, "c2").await;
+    base.restored(&h).await;
+}
+
+/// A builtin validator that hangs.
+struct HangingValidator;
+
+#[async_trait::async_trait]
+impl BuiltinHandlers for HangingValidator {
+    fn implemented_events(&self) -> EventMask {
+        EventMask::of(&[Event::VALIDATE_CONTAINER_ADJUSTMENT])
+    }
+    async fn validate_container_adjustment(
+        &self,
+        _req: api::ValidateContainerAdjustmentRequest,
+    ) -> Result<(), BoxError> {
+        std::future::pending().await
+    }
+}
+
+/// Upstream drops a required validator that timed out, so the next
+/// container is created without validation.
+#[tokio::test]
+async fn a_validator_that_times_out_never_lets_a_container_through() {
+    let _serial = SERIAL.lock().await;
+    let h = Harness::start_with(
+        |o: Options| {
+            o.request_timeout(Duration::from_millis(300))
+                .builtin_plugins([BuiltinPlugin::new(
+                    "default-validator",
+                    "00",
+                    HangingValidator,
+                )])
+        },
+        RuntimeState::default(),
+    )
+    .await;
+    h.nri.start().await.unwrap();
+    for ctr in ["c1", "c2", "c3"] {
+        let err = h
+            .nri
+            .create_container(create_req("pod", ctr))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("validator plugin 00-default-validator failed"),
+            "{err}"
+        );
+    }
+    assert_eq!(h.nri.plugins(), ["00-default-validator"]);
+}
+
+/// Upstream's mux closes a connection after a burst of 256 small frames.
+#[tokio::test]
+async fn a_burst_of_tiny_frames_is_legal_traffic() {
+    let _serial = SERIAL.lock().await;
+    let (h, _good) = harness_with_good_plugin().await;
+
+    // RegisterPlugin as a ttrpc message, sent one byte per mux frame.
+    let req = api::RegisterPluginRequest {
+        plugin_name: "tiny".into(),
+        plugin_idx: "30".into(),
+        NRI_version: "v".repeat(600),
+        ..Default::default()
+    };
+    let mut envelope = ttrpc::Request::new();
+    envelope.set_service("nri.pkg.api.v1alpha1.Runtime".into());
+    envelope.set_method("RegisterPlugin".into());
+    envelope.payload = protobuf::Message::write_to_bytes(&req).unwrap();
+    envelope.set_timeout_nano(2_000_000_000);
+    let payload = protobuf::Message::write_to_bytes(&envelope).unwrap();
+    let mut msg = Vec::new();
+    msg.extend((payload.len() as u32).to_be_bytes());
+    msg.extend(1u32.to_be_bytes()); // stream id
+    msg.extend([1u8, 0]); // request, no flags
+    msg.extend(&payload);
+    let mut frames = Vec::new();
+    for b in &msg {
+        frames.extend([0, 0, 0, 2, 0, 0, 0, 1, *b]);
+    }
+    assert!(msg.len() > 256, "more frames than upstream's queue holds");
+
+    let mut s = tokio::net::UnixStream::connect(&h.socket).await.unwrap();
+    s.write_all(&frames).await.unwrap();
+    // The reply to RegisterPlugin arrives on conn 2: registration worked.
+    let mut header = [0u8; 8];
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        assert!(Instant::now() < deadline, "no reply to RegisterPlugin");
+        s.read_exact(&mut header)
+            .await
+            .expect("connection kept open");
+        let len = u32::from_be_bytes(header[4..8].try_into().unwrap()) as usize;
+        let mut body = vec![0u8; len];
+        s.read_exact(&mut body).await.unwrap();
+        if header[..4] == [0, 0, 0, 2] {
+            assert_eq!(body[8], 2, "a ttrpc response");
+            break;
+        }
+    }
+    good_plugin_still_adjusts(&h, "c1").await;
+}
+
+fn rss_kib() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4
+}
