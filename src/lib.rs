@@ -5,6 +5,8 @@
 //! * [`mux`]: the trunk multiplexer carrying both ttrpc sessions of a plugin
 //!   over one socket, wire-compatible with upstream's `pkg/net/multiplex`.
 //! * [`stub`]: the plugin side, for writing NRI plugins in Rust.
+//! * [`validator`]: the default validator, the builtin plugin that rejects
+//!   restricted container adjustments and enforces required plugins.
 
 // Lets `#[nri::plugin]`'s expansion (`::nri::...`) work inside this crate too.
 extern crate self as nri;
@@ -13,6 +15,7 @@ pub mod api;
 pub mod ffi;
 pub mod mux;
 pub mod stub;
+pub mod validator;
 
 /// Subscribes a [`stub::Plugin`] to the events whose handlers its `impl`
 /// block defines. See [`stub::Plugin`].
