@@ -6,6 +6,8 @@
 //!   over one socket, wire-compatible with upstream's `pkg/net/multiplex`.
 //! * [`adaptation`]: the runtime side: plugins, events, merging, validation.
 //! * [`stub`]: the plugin side, for writing NRI plugins in Rust.
+//! * [`validator`]: the default validator, the builtin plugin that rejects
+//!   restricted container adjustments and enforces required plugins.
 
 // Lets `#[nri::plugin]`'s expansion (`::nri::...`) work inside this crate too.
 extern crate self as nri;
@@ -15,6 +17,7 @@ pub mod api;
 pub mod ffi;
 pub mod mux;
 pub mod stub;
+pub mod validator;
 
 /// Subscribes a [`stub::Plugin`] to the events whose handlers its `impl`
 /// block defines. See [`stub::Plugin`].
