@@ -5,6 +5,7 @@ go 1.24.0
 require (
 	github.com/bufbuild/protocompile v0.14.1
 	github.com/containerd/nri v0.12.2
+	github.com/containerd/ttrpc v1.2.7
 	github.com/google/go-cmp v0.7.0
 	github.com/sirupsen/logrus v1.9.3
 	github.com/stretchr/testify v1.12.1
@@ -13,7 +14,6 @@ require (
 
 require (
 	github.com/containerd/log v0.1.0 // indirect
-	github.com/containerd/ttrpc v1.2.7 // indirect
 	github.com/golang/protobuf v1.5.3 // indirect
 	github.com/knqyf263/go-plugin v0.9.0 // indirect
 	github.com/opencontainers/runtime-spec v1.3.0 // indirect
