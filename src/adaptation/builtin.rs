@@ -119,3 +119,35 @@ impl std::fmt::Debug for BuiltinPlugin {
         write!(f, "BuiltinPlugin({}-{})", self.index, self.base)
     }
 }
+
+/// The default validator as a builtin plugin (`00-default-validator`).
+struct DefaultValidatorPlugin(crate::validator::DefaultValidator);
+
+#[async_trait]
+impl BuiltinHandlers for DefaultValidatorPlugin {
+    fn implemented_events(&self) -> EventMask {
+        EventMask::of(&[Event::VALIDATE_CONTAINER_ADJUSTMENT])
+    }
+
+    async fn validate_container_adjustment(
+        &self,
+        req: ValidateContainerAdjustmentRequest,
+    ) -> Result<(), BoxError> {
+        Ok(self.0.validate(&req)?)
+    }
+}
+
+/// The builtin default validator for `cfg`, or `None` when it is not
+/// enabled (upstream `validator.GetDefaultValidator`).
+pub(crate) fn default_validator(
+    cfg: crate::validator::DefaultValidatorConfig,
+) -> Option<BuiltinPlugin> {
+    use crate::validator::{DefaultValidator, DEFAULT_VALIDATOR_INDEX, DEFAULT_VALIDATOR_NAME};
+    cfg.enable.then(|| {
+        BuiltinPlugin::new(
+            DEFAULT_VALIDATOR_NAME,
+            DEFAULT_VALIDATOR_INDEX,
+            DefaultValidatorPlugin(DefaultValidator::new(cfg)),
+        )
+    })
+}

@@ -144,6 +144,14 @@ impl Options {
         self.builtin.extend(plugins);
         self
     }
+    /// Enables the builtin default validator with this configuration
+    /// (`WithDefaultValidator`); nothing happens unless `cfg.enable`.
+    pub fn default_validator(mut self, cfg: crate::validator::DefaultValidatorConfig) -> Self {
+        if let Some(v) = builtin::default_validator(cfg) {
+            self.builtin.insert(0, v);
+        }
+        self
+    }
     /// Where plugin metrics go (`WithMetrics`).
     pub fn metrics(mut self, m: Arc<dyn Metrics>) -> Self {
         self.metrics = Some(m);

@@ -46,8 +46,10 @@ pub(crate) async fn synchronize(
     let mut ctrs = std::collections::VecDeque::from(containers);
     let (mut pods_per_msg, mut ctrs_per_msg) = (pods.len(), ctrs.len());
     loop {
-        let np = pods_per_msg.min(pods.len());
-        let nc = ctrs_per_msg.min(ctrs.len());
+        // Shrinking truncates: a count of 0 would never send that kind of
+        // object and loop until the deadline (upstream does), so at least 1.
+        let np = pods_per_msg.max(1).min(pods.len());
+        let nc = ctrs_per_msg.max(1).min(ctrs.len());
         let req = SynchronizeRequest {
             pods: pods.iter().take(np).cloned().collect(),
             containers: ctrs.iter().take(nc).cloned().collect(),

@@ -68,7 +68,11 @@ impl Harness {
         state: RuntimeState,
     ) -> Harness {
         let _ = env_logger_init();
-        let dir = tempfile::tempdir().unwrap();
+        // NRI_TEST_KEEP=1 keeps the temp dir (plugin logs, stderr) for a post-mortem.
+        let dir = tempfile::Builder::new()
+            .keep(std::env::var_os("NRI_TEST_KEEP").is_some())
+            .tempdir()
+            .unwrap();
         let socket = dir.path().join("run/nri.sock");
         let state = Arc::new(Mutex::new(state));
         let metrics = Arc::new(Recorded::default());
@@ -171,9 +175,9 @@ impl Harness {
     }
 }
 
-fn env_logger_init() -> Result<(), ()> {
-    // Logs stay quiet unless RUST_LOG is set by whoever runs the tests.
-    Ok(())
+/// Core logs go to the test output when RUST_LOG is set.
+fn env_logger_init() -> Result<(), log::SetLoggerError> {
+    env_logger::builder().is_test(true).try_init()
 }
 
 pub fn pod(id: &str) -> api::PodSandbox {

@@ -3,4 +3,5 @@
 //! hostile peers speaking raw bytes.
 
 mod common;
+mod goplugin;
 mod lifecycle;
