@@ -8,7 +8,7 @@ TOOLS      := $(CURDIR)/build/tools
 CBINDGEN   := $(TOOLS)/bin/cbindgen
 GO_TEST_FLAGS ?= -count=1
 
-.PHONY: all build demo test test-rust test-go header check-header fmt clean
+.PHONY: all build demo demo-go test test-rust test-go header check-header fmt clean
 
 all: build
 
@@ -16,8 +16,12 @@ all: build
 build:
 	$(CARGO) build --workspace
 
-## demo: a runtime hosting Rust plugins, driving one pod and container
+## demo: the Rust adaptation core hosting Rust plugins, driving one pod and container
 demo: build
+	$(CURDIR)/target/debug/nri-rs-demo $(CURDIR)/target/debug
+
+## demo-go: the same plugins under upstream's Go runtime adaptation
+demo-go: build
 	cd go && $(GO) run ./cmd/nri-demo -bin $(CURDIR)/target/debug
 
 ## test: every test (Rust unit + integration, Go wire and interop, header)
