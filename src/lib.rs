@@ -9,6 +9,7 @@
 // Lets `#[nri::plugin]`'s expansion (`::nri::...`) work inside this crate too.
 extern crate self as nri;
 
+pub mod adaptation;
 pub mod api;
 pub mod ffi;
 pub mod mux;
