@@ -226,6 +226,7 @@ pub struct StopResult {
 }
 
 impl StopResult {
+    /// An empty result: a StopContainer request has nothing to normalize.
     pub fn new() -> Self {
         Self::default()
     }
