@@ -149,7 +149,7 @@ mod tests {
         );
         assert_eq!(
             smaller_chunks(100, 1000, MAX_TTRPC_MESSAGE + 1).unwrap(),
-            (89, 899)
+            (90, 900)
         );
     }
 

@@ -30,11 +30,14 @@ pub mod ttrpc {
 mod adjust;
 pub mod event;
 pub mod optional;
+mod owners;
 pub mod plugin;
+pub(crate) mod quote;
 pub mod removal;
 
 pub use event::{EventMask, UnknownEvent, ALL_EVENTS};
 pub use optional::OptionalValue;
+pub use owners::ConflictError;
 pub use plugin::{
     check_plugin_index, check_plugin_name, parse_plugin_name, PluginNameError,
     DEFAULT_REGISTRATION_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SOCKET_PATH, PLUGIN_IDX_ENV,

@@ -8,7 +8,7 @@
 use crate::api::PodSandbox;
 use serde::Deserialize;
 
-use super::quote::go_quote;
+use crate::api::quote::go_quote;
 
 /// Domain of the NRI-specific annotations.
 pub const ANNOTATION_DOMAIN: &str = "noderesource.dev";

@@ -8,7 +8,6 @@
 //! this port differs from upstream.
 
 pub mod annotations;
-mod quote;
 
 #[cfg(test)]
 mod tests;
@@ -17,10 +16,10 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::api::quote::go_quote;
 use crate::api::security_profile::ProfileType;
 use crate::api::{Field, OwningPlugins, PodSandbox, ValidateContainerAdjustmentRequest};
 use annotations::{parse_go_bool, parse_plugin_list};
-use quote::go_quote;
 
 pub use annotations::{effective_annotation, ANNOTATION_DOMAIN, REQUIRED_PLUGINS_ANNOTATION};
 
@@ -452,42 +451,3 @@ fn plugin_present(req: &ValidateContainerAdjustmentRequest, name: &str) -> bool 
                 == Some(p.name.as_str())
     })
 }
-
-// ---- Owner accessors: temporary, replace at merge ---------------------------
-//
-// `src/api/owners.rs` (another branch) gives `OwningPlugins` inherent methods
-// `simple_owner` and `compound_owners` with these semantics. Inherent methods
-// win over trait methods, so the call sites above already use the shared
-// ones once merged; then delete this block.
-
-trait OwnerLookup {
-    /// The owner of simple `field` of container `ctr_id`.
-    fn simple_owner(&self, ctr_id: &str, field: Field) -> Option<&str>;
-    /// The `(key, owner)` pairs of compound `field` of container `ctr_id`.
-    fn compound_owners<'a>(
-        &'a self,
-        ctr_id: &str,
-        field: Field,
-    ) -> impl Iterator<Item = (&'a str, &'a str)>;
-}
-
-impl OwnerLookup for OwningPlugins {
-    fn simple_owner(&self, ctr_id: &str, field: Field) -> Option<&str> {
-        let owners = self.owners.get(ctr_id)?;
-        owners.simple.get(&(field as i32)).map(String::as_str)
-    }
-
-    fn compound_owners<'a>(
-        &'a self,
-        ctr_id: &str,
-        field: Field,
-    ) -> impl Iterator<Item = (&'a str, &'a str)> {
-        self.owners
-            .get(ctr_id)
-            .and_then(|owners| owners.compound.get(&(field as i32)))
-            .into_iter()
-            .flat_map(|compound| compound.owners.iter())
-            .map(|(key, owner)| (key.as_str(), owner.as_str()))
-    }
-}
-// ---- end of temporary owner accessors ---------------------------------------

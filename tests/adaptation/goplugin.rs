@@ -399,18 +399,29 @@ async fn go_plugin_unsolicited_updates_reach_the_runtime() {
 /// request timeout and is dropped; the good plugin's adjustment still lands.
 #[tokio::test]
 async fn a_plugin_that_stops_reading_costs_one_timeout() {
-    let h = Harness::start_with(|o| o.request_timeout(Duration::from_secs(1)), RuntimeState::default()).await;
+    let h = Harness::start_with(
+        |o| o.request_timeout(Duration::from_secs(1)),
+        RuntimeState::default(),
+    )
+    .await;
     h.nri.start().await.unwrap();
     let frozen = GoPlugin::start(&h, "frozen", "10", json!({"events": "createcontainer"}));
     h.wait_plugins(1).await;
-    h.connect("good", "50", TestPlugin::adjusting(|_| {
-        let mut a = ContainerAdjustment::default();
-        a.add_annotation("good", "yes");
-        Ok((a, vec![]))
-    }));
+    h.connect(
+        "good",
+        "50",
+        TestPlugin::adjusting(|_| {
+            let mut a = ContainerAdjustment::default();
+            a.add_annotation("good", "yes");
+            Ok((a, vec![]))
+        }),
+    );
     h.wait_plugins(2).await;
     // SAFETY: plain kill(2) on our own child.
-    assert_eq!(unsafe { libc::kill(frozen.child.id() as i32, libc::SIGSTOP) }, 0);
+    assert_eq!(
+        unsafe { libc::kill(frozen.child.id() as i32, libc::SIGSTOP) },
+        0
+    );
 
     // 2 MiB of request: far more than the socket buffers hold.
     let mut req = create_req("p", "big");
@@ -422,9 +433,23 @@ async fn a_plugin_that_stops_reading_costs_one_timeout() {
     }
     let started = std::time::Instant::now();
     let rsp = h.nri.create_container(req).await.unwrap();
-    assert_eq!(rsp.adjust.annotations.get("good").map(String::as_str), Some("yes"));
-    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert_eq!(
+        rsp.adjust.annotations.get("good").map(String::as_str),
+        Some("yes")
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
     assert_eq!(h.nri.plugins(), ["50-good"]);
-    let rsp = h.nri.create_container(create_req("p", "next")).await.unwrap();
-    assert_eq!(rsp.adjust.annotations.get("good").map(String::as_str), Some("yes"));
+    let rsp = h
+        .nri
+        .create_container(create_req("p", "next"))
+        .await
+        .unwrap();
+    assert_eq!(
+        rsp.adjust.annotations.get("good").map(String::as_str),
+        Some("yes")
+    );
 }

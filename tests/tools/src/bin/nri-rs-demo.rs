@@ -36,7 +36,11 @@ fn logged_events(path: &Path) -> Vec<String> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), BoxError> {
-    let bin = PathBuf::from(std::env::args().nth(1).ok_or("usage: nri-rs-demo <bin dir>")?);
+    let bin = PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .ok_or("usage: nri-rs-demo <bin dir>")?,
+    );
     let dir = std::env::temp_dir().join(format!("nri-rs-demo-{}", std::process::id()));
     for sub in ["plugins", "conf.d"] {
         std::fs::create_dir_all(dir.join(sub))?;
@@ -52,7 +56,13 @@ async fn main() -> Result<(), BoxError> {
             log_file.display()
         ),
     )?;
-    install(&dir, &bin, "nri-interop-plugin", "20-tagger", r#"{"adjust": true}"#)?;
+    install(
+        &dir,
+        &bin,
+        "nri-interop-plugin",
+        "20-tagger",
+        r#"{"adjust": true}"#,
+    )?;
 
     let nri = Adaptation::new(
         "nri-rs-demo",
@@ -76,7 +86,10 @@ async fn main() -> Result<(), BoxError> {
 
 async fn drive(nri: &Adaptation, log_file: &Path) -> Result<(), BoxError> {
     nri.start().await?;
-    println!("== plugins registered and synchronized: {}", nri.plugins().join(", "));
+    println!(
+        "== plugins registered and synchronized: {}",
+        nri.plugins().join(", ")
+    );
 
     let pod = api::PodSandbox {
         id: "pod-1".into(),
@@ -96,10 +109,18 @@ async fn drive(nri: &Adaptation, log_file: &Path) -> Result<(), BoxError> {
     let p = || MessageField::some(pod.clone());
     let c = || MessageField::some(ctr.clone());
 
-    nri.run_pod_sandbox(api::RunPodSandboxRequest { pod: p(), ..Default::default() }).await?;
+    nri.run_pod_sandbox(api::RunPodSandboxRequest {
+        pod: p(),
+        ..Default::default()
+    })
+    .await?;
     println!("-> RunPodSandbox ok");
     let rsp = nri
-        .create_container(api::CreateContainerRequest { pod: p(), container: c(), ..Default::default() })
+        .create_container(api::CreateContainerRequest {
+            pod: p(),
+            container: c(),
+            ..Default::default()
+        })
         .await?;
     println!("-> CreateContainer ok");
     println!("== adjustment the runtime got for ctr-1 (merged from both plugins):");
@@ -111,7 +132,12 @@ async fn drive(nri: &Adaptation, log_file: &Path) -> Result<(), BoxError> {
     for kv in &rsp.adjust.env {
         println!("   env        {}={}", kv.key, kv.value);
     }
-    nri.start_container(api::StartContainerRequest { pod: p(), container: c(), ..Default::default() }).await?;
+    nri.start_container(api::StartContainerRequest {
+        pod: p(),
+        container: c(),
+        ..Default::default()
+    })
+    .await?;
     println!("-> StartContainer ok");
     let mut resources = api::LinuxResources::default();
     resources.cpu.mut_or_insert_default().shares = nri::api::optional::uint64(512u64);
@@ -123,13 +149,31 @@ async fn drive(nri: &Adaptation, log_file: &Path) -> Result<(), BoxError> {
     })
     .await?;
     println!("-> UpdateContainer ok");
-    nri.stop_container(api::StopContainerRequest { pod: p(), container: c(), ..Default::default() }).await?;
+    nri.stop_container(api::StopContainerRequest {
+        pod: p(),
+        container: c(),
+        ..Default::default()
+    })
+    .await?;
     println!("-> StopContainer ok");
-    nri.remove_container(api::RemoveContainerRequest { pod: p(), container: c(), ..Default::default() }).await?;
+    nri.remove_container(api::RemoveContainerRequest {
+        pod: p(),
+        container: c(),
+        ..Default::default()
+    })
+    .await?;
     println!("-> RemoveContainer ok");
-    nri.stop_pod_sandbox(api::StopPodSandboxRequest { pod: p(), ..Default::default() }).await?;
+    nri.stop_pod_sandbox(api::StopPodSandboxRequest {
+        pod: p(),
+        ..Default::default()
+    })
+    .await?;
     println!("-> StopPodSandbox ok");
-    nri.remove_pod_sandbox(api::RemovePodSandboxRequest { pod: p(), ..Default::default() }).await?;
+    nri.remove_pod_sandbox(api::RemovePodSandboxRequest {
+        pod: p(),
+        ..Default::default()
+    })
+    .await?;
     println!("-> RemovePodSandbox ok");
 
     // The logger writes asynchronously; give it a moment to catch up.
