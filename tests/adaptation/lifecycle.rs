@@ -81,3 +81,86 @@ async fn subscription_masks_filter_events() {
     h.nri.start_container(ctr).await.unwrap();
     assert_eq!(p.events(), ["StartContainer c"]);
 }
+
+fn annotating(key: &'static str, value: &'static str, remove_first: bool) -> TestPlugin {
+    TestPlugin::adjusting(move |_| {
+        let mut a = ContainerAdjustment::default();
+        if remove_first {
+            a.remove_annotation(key);
+        }
+        a.add_annotation(key, value);
+        Ok((a, vec![]))
+    })
+}
+
+#[tokio::test]
+async fn conflicting_plugins_fail_creation_with_upstreams_message() {
+    let h = Harness::start().await;
+    h.nri.start().await.unwrap();
+    h.connect("a", "10", annotating("team", "a", false));
+    h.connect("b", "20", annotating("team", "b", false));
+    h.wait_plugins(2).await;
+    let err = h
+        .nri
+        .create_container(create_req("p", "c"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "plugins \"20-b\" and \"10-a\" both tried to set Annotations team"
+    );
+}
+
+#[tokio::test]
+async fn remove_then_set_overrides_an_earlier_plugin() {
+    let h = Harness::start().await;
+    h.nri.start().await.unwrap();
+    h.connect("a", "10", annotating("team", "a", false));
+    h.connect("b", "20", annotating("team", "b", true));
+    h.wait_plugins(2).await;
+    let rsp = h.nri.create_container(create_req("p", "c")).await.unwrap();
+    assert_eq!(
+        rsp.adjust.annotations.get("team").map(String::as_str),
+        Some("b")
+    );
+}
+
+#[tokio::test]
+async fn sixteen_plugins_at_once_and_plugins_leaving_while_events_flow() {
+    let h = Harness::start().await;
+    h.nri.start().await.unwrap();
+    let mut handles = Vec::new();
+    for i in 0..16 {
+        let key: &'static str = Box::leak(format!("p{i}").into_boxed_str());
+        handles.push(h.connect(
+            key,
+            &format!("{:02}", 10 + i),
+            annotating(key, "set", false),
+        ));
+    }
+    h.wait_plugins(16).await;
+    let rsp = h.nri.create_container(create_req("p", "c0")).await.unwrap();
+    assert_eq!(
+        rsp.adjust.annotations.len(),
+        16,
+        "every plugin's adjustment merged"
+    );
+
+    // Half of them leave while containers keep being created.
+    for (i, handle) in handles.iter().enumerate().filter(|(i, _)| i % 2 == 0) {
+        handle.stop();
+        let rsp = h
+            .nri
+            .create_container(create_req("p", &format!("c{}", i + 1)))
+            .await
+            .unwrap();
+        assert!(!rsp.adjust.annotations.is_empty());
+    }
+    h.wait_plugins(8).await;
+    let rsp = h
+        .nri
+        .create_container(create_req("p", "last"))
+        .await
+        .unwrap();
+    assert_eq!(rsp.adjust.annotations.len(), 8);
+}
