@@ -424,6 +424,10 @@ impl Adaptation {
     /// closed too.
     pub async fn stop(&self) {
         info!("runtime interface shutting down...");
+        self.shut_down();
+    }
+
+    fn shut_down(&self) {
         if let Some(l) = self
             .listener
             .lock()
@@ -555,15 +559,7 @@ impl Adaptation {
 
 impl Drop for Adaptation {
     fn drop(&mut self) {
-        if let Some(l) = self
-            .listener
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            l.stop();
-        }
-        self.core.close_all();
+        self.shut_down();
     }
 }
 
@@ -582,7 +578,10 @@ async fn start_plugins(
     plugin_path: PathBuf,
     config_path: PathBuf,
 ) -> Result<(), Error> {
-    let mut started: Vec<(Arc<Plugin>, Option<connect::Connected>)> = Vec::new();
+    // Builtin and launched plugins, in start order; launched ones also keep
+    // their connection, to be activated once synchronized.
+    let mut started: Vec<Arc<Plugin>> = Vec::new();
+    let mut connections: Vec<connect::Connected> = Vec::new();
     for b in builtin {
         let p = Arc::new(Plugin::new(
             b.base.clone(),
@@ -599,7 +598,7 @@ async fn start_plugins(
                 b.base
             ))
         })?;
-        started.push((p, None));
+        started.push(p);
     }
 
     let discovered = launch::discover(&plugin_path, &config_path)?;
@@ -628,10 +627,11 @@ async fn start_plugins(
         .into_iter()
         .flatten()
     {
-        started.push((Arc::clone(&c.plugin), Some(c)));
+        started.push(Arc::clone(&c.plugin));
+        connections.push(c);
     }
 
-    let plugins: Vec<Arc<Plugin>> = started.iter().map(|(p, _)| Arc::clone(p)).collect();
+    let plugins = started.clone();
     let sync_core = Arc::clone(&core);
     let cb = SyncCb::new(move |pods, ctrs| {
         let plugins = plugins.clone();
@@ -652,23 +652,17 @@ async fn start_plugins(
         }
     });
     if let Err(e) = core.sync_fn.sync(cb).await {
-        for (p, _) in &started {
+        for p in &started {
             p.close();
         }
         return Err(Error::Start(format!(
             "failed to synchronize pre-installed NRI Plugins: {e}"
         )));
     }
-    let active: Vec<_> = started
-        .into_iter()
-        .filter(|(p, _)| !p.is_closed())
-        .map(|(p, c)| {
-            if let Some(c) = c {
-                c.activate();
-            }
-            p
-        })
-        .collect();
+    for c in connections.iter().filter(|c| !c.plugin.is_closed()) {
+        c.activate();
+    }
+    let active: Vec<_> = started.into_iter().filter(|p| !p.is_closed()).collect();
     for p in &active {
         info!("plugin {} started", p.qualified_name());
     }
@@ -677,8 +671,9 @@ async fn start_plugins(
 }
 
 /// Synchronizes a newly connected external plugin and makes it active.
-/// Holds the sync lock exclusively (waiting out [`PluginSyncBlock`]s) but
-/// no lock that events or other registrations need.
+/// Holds the sync lock exclusively (waiting out [`PluginSyncBlock`]s; other
+/// plugins' syncs queue behind it) but not the event lock: events and other
+/// handshakes go on meanwhile.
 pub(crate) async fn sync_and_add(core: Arc<Core>, c: connect::Connected) {
     let _exclusive = core.sync_lock.exclusive().await;
     let p = Arc::clone(&c.plugin);

@@ -204,26 +204,40 @@ impl Plugin {
             return Ok(None);
         }
         let op = C::EVENT.pretty_name();
-        let started = Instant::now();
-        let res = self.invoke(req).await;
-        self.core
-            .metrics
-            .record_plugin_latency(&self.name, op, started.elapsed());
-        self.core
-            .metrics
-            .record_plugin_invocation(&self.name, op, res.as_ref().err());
-        match res {
+        match self.measured(op, self.invoke(req)).await {
             Ok(rpl) => Ok(Some(rpl)),
-            Err(e) if e.is_fatal_for_plugin() && !self.is_builtin() => {
-                warn!(
-                    "closing plugin {}, failed to handle {op} request: {e}",
-                    self.qualified_name()
-                );
-                self.close();
-                Ok(None)
-            }
+            Err(e) if self.drop_on(op, &e) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// Runs one plugin call, recording its latency and outcome.
+    async fn measured<T>(
+        &self,
+        op: &str,
+        call: impl std::future::Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let started = Instant::now();
+        let res = call.await;
+        let metrics = &self.core.metrics;
+        metrics.record_plugin_latency(&self.name, op, started.elapsed());
+        metrics.record_plugin_invocation(&self.name, op, res.as_ref().err());
+        res
+    }
+
+    /// Closes the plugin if `e` is a transport failure or timeout (upstream's
+    /// fatal errors) and says whether it did. Builtin plugins have no
+    /// transport and are never dropped.
+    fn drop_on(&self, op: &str, e: &Error) -> bool {
+        if !e.is_fatal_for_plugin() || self.is_builtin() {
+            return false;
+        }
+        warn!(
+            "closing plugin {}, failed to handle {op} request: {e}",
+            self.qualified_name()
+        );
+        self.close();
+        true
     }
 
     async fn invoke<C: Call>(&self, req: &C) -> Result<C::Reply, Error> {
@@ -315,15 +329,7 @@ impl Plugin {
         req: &api::ValidateContainerAdjustmentRequest,
     ) -> Result<(), Error> {
         let op = Event::VALIDATE_CONTAINER_ADJUSTMENT.pretty_name();
-        let started = Instant::now();
-        let res = self.invoke(req).await;
-        self.core
-            .metrics
-            .record_plugin_latency(&self.name, op, started.elapsed());
-        self.core
-            .metrics
-            .record_plugin_invocation(&self.name, op, res.as_ref().err());
-        match res {
+        match self.measured(op, self.invoke(req)).await {
             Ok(rpl) if !rpl.reject => Ok(()),
             Ok(rpl) => Err(Error::Rejected {
                 plugin: self.name.clone(),
@@ -334,13 +340,7 @@ impl Plugin {
                 },
             }),
             Err(e) => {
-                if e.is_fatal_for_plugin() && !self.is_builtin() {
-                    warn!(
-                        "closing plugin {}, failed to validate: {e}",
-                        self.qualified_name()
-                    );
-                    self.close();
-                }
+                self.drop_on(op, &e);
                 Err(Error::ValidatorFailed {
                     plugin: self.name.clone(),
                     reason: e.to_string(),
@@ -357,8 +357,7 @@ impl Plugin {
     ) -> Result<api::SynchronizeResponse, Error> {
         let op = "Synchronize";
         let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let started = Instant::now();
-        let res = with_timeout(self, op, timeout, async {
+        let call = with_timeout(self, op, timeout, async {
             match &self.transport {
                 Transport::Ttrpc { client, .. } => client
                     .synchronize(ttrpc::context::with_duration(timeout), req)
@@ -369,13 +368,13 @@ impl Plugin {
                     .await
                     .map_err(|e| self.builtin_error(e)),
             }
-        })
-        .await;
-        let metrics = &self.core.metrics;
-        metrics.record_plugin_latency(&self.name, op, started.elapsed());
-        metrics.record_plugin_invocation(&self.name, op, res.as_ref().err());
+        });
+        let res = self.measured(op, call).await;
         if let Ok(rpl) = &res {
-            metrics.record_plugin_adjustments(&self.name, op, None, rpl.update.len(), 0);
+            let updates = rpl.update.len();
+            self.core
+                .metrics
+                .record_plugin_adjustments(&self.name, op, None, updates, 0);
         }
         res
     }

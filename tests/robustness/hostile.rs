@@ -57,7 +57,7 @@ async fn silent_connections_do_not_hold_up_good_plugins() {
         silent.push(tokio::net::UnixStream::connect(&h.socket).await.unwrap());
     }
     let started = Instant::now();
-    h.connect("late", "60", good_plugin());
+    let late = h.connect("late", "60", good_plugin());
     h.wait_plugins(2).await;
     assert!(
         started.elapsed() < TIMEOUT,
@@ -72,8 +72,15 @@ async fn silent_connections_do_not_hold_up_good_plugins() {
         assert!(matches!(n, Ok(Ok(0)) | Ok(Err(_))), "runtime closed it");
     }
     drop(silent);
-    h.nri.stop().await;
-    let _ = base;
+    // With the late plugin gone too (pruned after the next event), nothing
+    // of the flood may be left.
+    late.stop();
+    eventually(TIMEOUT, "the late plugin to disconnect", || {
+        h.nri.plugins() == ["50-good"]
+    })
+    .await;
+    good_plugin_still_adjusts(&h, "after-flood").await;
+    base.restored(&h).await;
 }
 
 /// Upstream's mux allocates whatever length a frame claims.

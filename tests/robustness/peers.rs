@@ -107,18 +107,16 @@ impl RawPlugin {
 pub async fn update_via(
     runtime: &api::ttrpc::RuntimeClient,
 ) -> ttrpc::Result<api::UpdateContainersResponse> {
-    {
-        let req = api::UpdateContainersRequest {
-            update: vec![api::ContainerUpdate {
-                container_id: "victim".into(),
-                ..Default::default()
-            }],
+    let req = api::UpdateContainersRequest {
+        update: vec![api::ContainerUpdate {
+            container_id: "victim".into(),
             ..Default::default()
-        };
-        runtime
-            .update_containers(ttrpc::context::with_timeout(2_000_000_000), &req)
-            .await
-    }
+        }],
+        ..Default::default()
+    };
+    runtime
+        .update_containers(ttrpc::context::with_timeout(2_000_000_000), &req)
+        .await
 }
 
 /// A well-behaved plugin answering every event, to show the others don't
