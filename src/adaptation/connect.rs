@@ -2,7 +2,7 @@
 //! ttrpc sessions, the registration handshake and Configure.
 //!
 //! Unlike upstream, a connection that fails any step is closed at once, a
-//! plugin may register only once, and only a registered, synchronized plugin
+//! plugin may register only once, and only a registered plugin
 //! may call `UpdateContainers`.
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -42,7 +42,7 @@ struct RuntimeService {
     /// Launched plugins are named by their file; anything they send is accepted.
     check_identity: bool,
     registered: Mutex<Option<oneshot::Sender<Registration>>>,
-    /// Set once the plugin is synchronized and active.
+    /// Set once the plugin has registered: only then may it call UpdateContainers.
     plugin: OnceLock<Weak<Plugin>>,
     updates_in_flight: Semaphore,
 }
@@ -126,26 +126,13 @@ impl api::ttrpc::Runtime for RuntimeService {
     }
 }
 
-/// A connected, registered and configured plugin, not yet synchronized.
-pub(crate) struct Connected {
-    pub(crate) plugin: Arc<Plugin>,
-    service: Arc<RuntimeService>,
-}
-
-impl Connected {
-    /// Lets the plugin call the Runtime service (once it is synchronized).
-    pub(crate) fn activate(&self) {
-        let _ = self.service.plugin.set(Arc::downgrade(&self.plugin));
-    }
-}
-
 /// Runs the handshake on `stream`. On any failure the connection is closed
 /// and a launched process killed before returning.
 pub(crate) async fn connect(
     core: Arc<Core>,
     stream: UnixStream,
     launched: Option<Launched>,
-) -> Result<Connected, Error> {
+) -> Result<Arc<Plugin>, Error> {
     let pid = stream.peer_cred().ok().and_then(|c| c.pid());
     let origin = if launched.is_some() {
         Origin::Launched
@@ -211,12 +198,16 @@ pub(crate) async fn connect(
         core.clone(),
     ));
     watch_connection(&core, &plugin, mux);
+    // Registered: from now on the plugin may ask for updates. Not later: a
+    // stub may do so as soon as it has answered Synchronize, before the
+    // runtime's sync callback has returned.
+    let _ = service.plugin.set(Arc::downgrade(&plugin));
     if let Err(e) = plugin.configure().await {
         warn!("plugin {}: {e}", plugin.qualified_name());
         plugin.close();
         return Err(e);
     }
-    Ok(Connected { plugin, service })
+    Ok(plugin)
 }
 
 /// Marks the plugin closed as soon as its connection goes away, so the next

@@ -578,10 +578,7 @@ async fn start_plugins(
     plugin_path: PathBuf,
     config_path: PathBuf,
 ) -> Result<(), Error> {
-    // Builtin and launched plugins, in start order; launched ones also keep
-    // their connection, to be activated once synchronized.
     let mut started: Vec<Arc<Plugin>> = Vec::new();
-    let mut connections: Vec<connect::Connected> = Vec::new();
     for b in builtin {
         let p = Arc::new(Plugin::new(
             b.base.clone(),
@@ -627,8 +624,7 @@ async fn start_plugins(
         .into_iter()
         .flatten()
     {
-        started.push(Arc::clone(&c.plugin));
-        connections.push(c);
+        started.push(c);
     }
 
     let plugins = started.clone();
@@ -659,9 +655,6 @@ async fn start_plugins(
             "failed to synchronize pre-installed NRI Plugins: {e}"
         )));
     }
-    for c in connections.iter().filter(|c| !c.plugin.is_closed()) {
-        c.activate();
-    }
     let active: Vec<_> = started.into_iter().filter(|p| !p.is_closed()).collect();
     for p in &active {
         info!("plugin {} started", p.qualified_name());
@@ -674,30 +667,29 @@ async fn start_plugins(
 /// Holds the sync lock exclusively (waiting out [`PluginSyncBlock`]s; other
 /// plugins' syncs queue behind it) but not the event lock: events and other
 /// handshakes go on meanwhile.
-pub(crate) async fn sync_and_add(core: Arc<Core>, c: connect::Connected) {
+pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
     let _exclusive = core.sync_lock.exclusive().await;
-    let p = Arc::clone(&c.plugin);
+    let p = Arc::clone(&plugin);
     let timeout = core.request_timeout();
     let cb = SyncCb::new(move |pods, ctrs| {
         let p = Arc::clone(&p);
         async move { sync::synchronize(&p, pods, ctrs, timeout).await }
     });
     match core.sync_fn.sync(cb).await {
-        Ok(()) if !c.plugin.is_closed() => {
-            c.activate();
-            info!("plugin {} registered", c.plugin.qualified_name());
-            core.add_plugins([Arc::clone(&c.plugin)]);
+        Ok(()) if !plugin.is_closed() => {
+            info!("plugin {} registered", plugin.qualified_name());
+            core.add_plugins([plugin]);
         }
         Ok(()) => warn!(
             "plugin {} went away during synchronization",
-            c.plugin.qualified_name()
+            plugin.qualified_name()
         ),
         Err(e) => {
             warn!(
                 "failed to synchronize plugin {}: {e}",
-                c.plugin.qualified_name()
+                plugin.qualified_name()
             );
-            c.plugin.close();
+            plugin.close();
         }
     }
 }

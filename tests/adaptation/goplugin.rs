@@ -388,6 +388,12 @@ async fn go_plugin_unsolicited_updates_reach_the_runtime() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let outcome: Value = serde_json::from_str(&std::fs::read_to_string(&result).unwrap()).unwrap();
+    assert_eq!(
+        outcome["error"].as_str().unwrap_or(""),
+        "",
+        "the plugin's UpdateContainers failed"
+    );
     let got = h.state.lock().unwrap().unsolicited.clone();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].container_id, "c9");
