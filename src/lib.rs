@@ -14,6 +14,7 @@ extern crate self as nri;
 
 pub mod adaptation;
 pub mod api;
+#[allow(non_camel_case_types)]
 pub mod ffi;
 pub mod mux;
 pub mod stub;
