@@ -842,16 +842,17 @@ nri_status nri_options_set_deprecation_recorder(struct nri_options *opts,
                                                 struct nri_error **err);
 
 /**
- * Overrides the NRI version reported to plugins. For tests (upstream's
- * test-only `WithTestNRIVersion`).
+ * The NRI version reported to plugins in `Configure` (default: the
+ * version of `nri_api_version`). Upstream reports the NRI module version
+ * of the runtime's build; its tests override it (`WithTestNRIVersion`).
  *
  * # Safety
  * `opts` comes from `nri_options_new`; `version` is a NUL-terminated
  * string; `err` is NULL or writable.
  */
-nri_status nri_options_set_test_nri_version(struct nri_options *opts,
-                                            const char *version,
-                                            struct nri_error **err);
+nri_status nri_options_set_nri_version(struct nri_options *opts,
+                                       const char *version,
+                                       struct nri_error **err);
 
 #ifdef __cplusplus
 }  // extern "C"

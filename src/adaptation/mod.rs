@@ -186,10 +186,11 @@ impl Options {
         self
     }
 
-    /// Overrides the NRI version the runtime reports to plugins. For tests
-    /// only (upstream's test-only `WithTestNRIVersion`).
-    #[doc(hidden)]
-    pub fn test_nri_version(mut self, v: impl Into<String>) -> Self {
+    /// The NRI version the runtime reports to plugins in `Configure`
+    /// (default: [`NRI_VERSION`], the release this crate implements). The Go
+    /// wrapper passes the version in its build info, as upstream reports;
+    /// upstream's tests set it with `WithTestNRIVersion`.
+    pub fn nri_version(mut self, v: impl Into<String>) -> Self {
         self.nri_version = Some(v.into());
         self
     }

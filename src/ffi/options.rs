@@ -280,14 +280,15 @@ pub unsafe extern "C" fn nri_options_set_deprecation_recorder(
     })
 }
 
-/// Overrides the NRI version reported to plugins. For tests (upstream's
-/// test-only `WithTestNRIVersion`).
+/// The NRI version reported to plugins in `Configure` (default: the
+/// version of `nri_api_version`). Upstream reports the NRI module version
+/// of the runtime's build; its tests override it (`WithTestNRIVersion`).
 ///
 /// # Safety
 /// `opts` comes from `nri_options_new`; `version` is a NUL-terminated
 /// string; `err` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn nri_options_set_test_nri_version(
+pub unsafe extern "C" fn nri_options_set_nri_version(
     opts: *mut nri_options,
     version: *const c_char,
     err: *mut *mut nri_error,
@@ -295,7 +296,7 @@ pub unsafe extern "C" fn nri_options_set_test_nri_version(
     with_options(opts, err, |o| {
         // SAFETY: guaranteed by the caller.
         let v = unsafe { str_arg("version", version) }?;
-        *o = std::mem::take(o).test_nri_version(v);
+        *o = std::mem::take(o).nri_version(v);
         Ok(())
     })
 }
