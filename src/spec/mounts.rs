@@ -169,7 +169,7 @@ fn propagation_of(mountinfo: &str, path: &str) -> Result<&'static str, BoxError>
         let (mount_point, optional) = parse_mountinfo_line(line)?;
         let longer = best
             .as_ref()
-            .map_or(true, |(len, _)| mount_point.len() > *len);
+            .is_none_or(|(len, _)| mount_point.len() > *len);
         if longer && dir.starts_with(&mount_point) {
             best = Some((mount_point.len(), optional));
         }
