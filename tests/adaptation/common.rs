@@ -46,6 +46,8 @@ pub struct RuntimeState {
     pub unsolicited: Vec<ContainerUpdate>,
     pub syncs: usize,
     pub fail_sync: bool,
+    /// The update callback applies nothing and reports every update failed.
+    pub fail_updates: bool,
 }
 
 pub struct Harness {
@@ -70,7 +72,7 @@ impl Harness {
         let _ = env_logger_init();
         // NRI_TEST_KEEP=1 keeps the temp dir (plugin logs, stderr) for a post-mortem.
         let dir = tempfile::Builder::new()
-            .keep(std::env::var_os("NRI_TEST_KEEP").is_some())
+            .disable_cleanup(std::env::var_os("NRI_TEST_KEEP").is_some())
             .tempdir()
             .unwrap();
         let socket = dir.path().join("run/nri.sock");
@@ -111,8 +113,12 @@ impl Harness {
             move |updates: Vec<ContainerUpdate>| {
                 let state = Arc::clone(&s2);
                 async move {
-                    state.lock().unwrap().unsolicited.extend(updates);
-                    Ok::<_, BoxError>(Vec::new())
+                    let mut s = state.lock().unwrap();
+                    if s.fail_updates {
+                        return Ok::<_, BoxError>(updates);
+                    }
+                    s.unsolicited.extend(updates);
+                    Ok(Vec::new())
                 }
             },
             tweak(opts),

@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use nri::adaptation::{BoxError, BuiltinHandlers, BuiltinPlugin, Options};
 use nri::api::{self, Event, EventMask};
+use nri::mux;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::*;
@@ -263,6 +264,118 @@ async fn a_flood_of_update_requests_is_bounded() {
     base.restored(&h).await;
 }
 
+/// A plugin that floods UpdateContainers requests and never reads a reply.
+/// ttrpc-rust spawns a task per request it reads, whether or not the reply
+/// can go out; upstream grows without bound too. Here the runtime stops
+/// reading a plugin whose replies are stuck, and drops it once they have
+/// been stuck for a request timeout.
+#[tokio::test]
+async fn a_plugin_flooding_requests_without_reading_replies_is_bounded_and_dropped() {
+    const BATCH: u32 = 64;
+    const FLOOD: u32 = 20_000;
+    let _serial = SERIAL.lock().await;
+    // Every update is reported failed, so each reply is as large as its
+    // request (~2 KiB): the replies back up after a few thousand requests.
+    let h = Harness::start_with(
+        |o| o,
+        RuntimeState {
+            fail_updates: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    h.nri.start().await.unwrap();
+    h.connect("good", "50", good_plugin());
+    h.wait_plugins(1).await;
+    good_plugin_still_adjusts(&h, "warmup").await;
+    let base = Baseline::take(&h);
+    let rss_before = rss_kib();
+
+    let trunk = std::os::unix::net::UnixStream::connect(&h.socket).unwrap();
+    let raw = trunk.try_clone().unwrap();
+    trunk.set_nonblocking(true).unwrap();
+    raw.set_nonblocking(true).unwrap();
+    let (trunk, deaf) = Deafened::new(tokio::net::UnixStream::from_std(trunk).unwrap());
+    let flooder = RawPlugin::over(
+        trunk,
+        vec![
+            ("Configure", configure_reply(&[Event::RUN_POD_SANDBOX])),
+            ("Synchronize", vec![]),
+        ],
+    )
+    .await;
+    flooder.register("flooder", "20").await.unwrap();
+    h.wait_plugins(2).await;
+    deaf.store(true, std::sync::atomic::Ordering::Release);
+
+    let req = api::UpdateContainersRequest {
+        update: vec![api::ContainerUpdate {
+            container_id: "x".repeat(2048),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let mut raw = tokio::net::UnixStream::from_std(raw).unwrap();
+    let flood = tokio::spawn(async move {
+        let mut last_written = Instant::now();
+        for batch in 0..FLOOD / BATCH {
+            let mut bytes = Vec::new();
+            for i in 0..BATCH {
+                let stream_id = 1001 + 2 * (batch * BATCH + i);
+                let msg = ttrpc_request("UpdateContainers", &req, stream_id);
+                bytes.extend(go_frames(mux::RUNTIME_SERVICE_CONN, &msg));
+            }
+            if raw.write_all(&bytes).await.is_err() {
+                return Some(last_written.elapsed());
+            }
+            last_written = Instant::now();
+        }
+        None
+    });
+
+    let (mut peak_tasks, mut peak_rss) = (0, 0);
+    let mut checked_good = false;
+    let deadline = Instant::now() + PATIENCE;
+    while !flood.is_finished() {
+        assert!(Instant::now() < deadline, "the flood neither ended nor was cut off");
+        peak_tasks = peak_tasks.max(h.nri.alive_tasks());
+        peak_rss = peak_rss.max(rss_kib());
+        if !checked_good {
+            good_plugin_still_adjusts(&h, "during-flood").await;
+            checked_good = true;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let stuck = flood.await.unwrap();
+    eprintln!(
+        "flood: peak tasks {peak_tasks} (baseline {}), peak RSS +{} KiB, cut off {stuck:?} after the last write",
+        base.tasks,
+        peak_rss.saturating_sub(rss_before)
+    );
+    let stuck = stuck.expect("the runtime read the whole flood and never dropped the flooder");
+    assert!(
+        stuck < TIMEOUT * 2,
+        "cut off {stuck:?} after the runtime stopped reading"
+    );
+    assert!(
+        peak_tasks < base.tasks + 200,
+        "{peak_tasks} tasks alive at the peak, {} before",
+        base.tasks
+    );
+    assert!(
+        peak_rss < rss_before + 32 * 1024,
+        "RSS grew by {} KiB",
+        peak_rss - rss_before
+    );
+    eventually(TIMEOUT, "the flooder to be dropped", || {
+        h.nri.plugins() == ["50-good"]
+    })
+    .await;
+    good_plugin_still_adjusts(&h, "after-flood").await;
+    drop(flooder);
+    base.restored(&h).await;
+}
+
 /// A builtin validator that hangs.
 struct HangingValidator;
 
@@ -325,17 +438,7 @@ async fn a_burst_of_tiny_frames_is_legal_traffic() {
         NRI_version: "v".repeat(600),
         ..Default::default()
     };
-    let mut envelope = ttrpc::Request::new();
-    envelope.set_service("nri.pkg.api.v1alpha1.Runtime".into());
-    envelope.set_method("RegisterPlugin".into());
-    envelope.payload = protobuf::Message::write_to_bytes(&req).unwrap();
-    envelope.set_timeout_nano(2_000_000_000);
-    let payload = protobuf::Message::write_to_bytes(&envelope).unwrap();
-    let mut msg = Vec::new();
-    msg.extend((payload.len() as u32).to_be_bytes());
-    msg.extend(1u32.to_be_bytes()); // stream id
-    msg.extend([1u8, 0]); // request, no flags
-    msg.extend(&payload);
+    let msg = ttrpc_request("RegisterPlugin", &req, 1);
     let mut frames = Vec::new();
     for b in &msg {
         frames.extend([0, 0, 0, 2, 0, 0, 0, 1, *b]);

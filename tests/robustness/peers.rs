@@ -4,9 +4,15 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
 use nri::api;
 use nri::mux::{self, Mux};
 use protobuf::Message;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use ttrpc::r#async::{MethodHandler, Service, TtrpcContext};
 
 /// Open fds of this process.
@@ -57,7 +63,15 @@ pub fn configure_reply(events: &[api::Event]) -> Vec<u8> {
 impl RawPlugin {
     pub async fn connect(socket: &Path, methods: Vec<(&str, Vec<u8>)>) -> RawPlugin {
         let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
-        let mux = Mux::new(stream, mux::Options::default());
+        RawPlugin::over(stream, methods).await
+    }
+
+    /// A raw plugin on an already connected trunk.
+    pub async fn over<T>(trunk: T, methods: Vec<(&str, Vec<u8>)>) -> RawPlugin
+    where
+        T: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let mux = Mux::new(trunk, mux::Options::default());
         let mut handlers: HashMap<String, Box<dyn MethodHandler + Send + Sync>> = HashMap::new();
         for (name, bytes) in methods {
             handlers.insert(name.to_string(), Box::new(Fixed(bytes)));
@@ -140,4 +154,100 @@ pub async fn good_plugin_still_adjusts(h: &crate::common::Harness, ctr: &str) {
         Some("yes"),
         "the good plugin's adjustment is there"
     );
+}
+
+/// A ttrpc request message (10-byte header + envelope) as a peer writes it.
+pub fn ttrpc_request(method: &str, payload: &impl Message, stream_id: u32) -> Vec<u8> {
+    let service = match method {
+        "RegisterPlugin" | "UpdateContainers" => "nri.pkg.api.v1alpha1.Runtime",
+        _ => "nri.pkg.api.v1alpha1.Plugin",
+    };
+    let mut envelope = ttrpc::Request::new();
+    envelope.set_service(service.into());
+    envelope.set_method(method.into());
+    envelope.payload = payload.write_to_bytes().unwrap();
+    envelope.set_timeout_nano(2_000_000_000);
+    ttrpc_message(1, stream_id, &envelope.write_to_bytes().unwrap())
+}
+
+/// A ttrpc message: `length | stream id | type | flags` and the body.
+pub fn ttrpc_message(kind: u8, stream_id: u32, body: &[u8]) -> Vec<u8> {
+    let mut msg = Vec::with_capacity(10 + body.len());
+    msg.extend((body.len() as u32).to_be_bytes());
+    msg.extend(stream_id.to_be_bytes());
+    msg.extend([kind, 0]);
+    msg.extend(body);
+    msg
+}
+
+/// The trunk frames a Go peer writes for one ttrpc message: ttrpc's
+/// 4096-byte `bufio.Writer` flushes the header and the first 4086 bytes,
+/// then hands the rest to the mux in one `Write`, which cuts it at the
+/// largest frame payload (upstream `pkg/net/multiplex`, `mux.write`).
+pub fn go_frames(conn: mux::ConnId, msg: &[u8]) -> Vec<u8> {
+    let (first, mut rest) = msg.split_at(msg.len().min(4096));
+    let mut out = Vec::with_capacity(msg.len() + 64);
+    for part in std::iter::once(first).chain(std::iter::from_fn(|| {
+        (!rest.is_empty()).then(|| {
+            let (part, tail) = rest.split_at(rest.len().min(mux::MAX_PAYLOAD));
+            rest = tail;
+            part
+        })
+    })) {
+        out.extend(conn.to_be_bytes());
+        out.extend((part.len() as u32).to_be_bytes());
+        out.extend(part);
+    }
+    out
+}
+
+/// A trunk whose reading can be switched off for good: the peer then stops
+/// reading what the runtime sends while its own writes go on.
+pub struct Deafened {
+    inner: tokio::net::UnixStream,
+    deaf: Arc<AtomicBool>,
+}
+
+impl Deafened {
+    pub fn new(inner: tokio::net::UnixStream) -> (Deafened, Arc<AtomicBool>) {
+        let deaf = Arc::new(AtomicBool::new(false));
+        let stream = Deafened {
+            inner,
+            deaf: Arc::clone(&deaf),
+        };
+        (stream, deaf)
+    }
+}
+
+impl AsyncRead for Deafened {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.deaf.load(Ordering::Acquire) {
+            // Never woken again: this reader is gone for good.
+            return Poll::Pending;
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Deafened {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
