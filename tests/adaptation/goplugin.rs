@@ -459,3 +459,78 @@ async fn a_plugin_that_stops_reading_costs_one_timeout() {
         Some("yes")
     );
 }
+
+/// The largest reply a Go plugin sends: ttrpc's 4 MiB, which Go writes as a
+/// 4096-byte frame and one frame of nearly 4 MiB. It arrives whole.
+#[tokio::test]
+async fn a_go_plugin_reply_of_almost_4_mib_arrives_whole() {
+    let h = Harness::start_with(
+        |o| o.request_timeout(Duration::from_secs(10)),
+        RuntimeState::default(),
+    )
+    .await;
+    h.nri.start().await.unwrap();
+    let value = "x".repeat((4 << 20) - 1024);
+    let _big = GoPlugin::start(
+        &h,
+        "big",
+        "10",
+        json!({"events": "createcontainer",
+               "replies": {"CreateContainer": {"adjust": {"annotations": {"big": value}}}}}),
+    );
+    h.wait_plugins(1).await;
+    let rsp = h.nri.create_container(create_req("p", "c")).await.unwrap();
+    assert_eq!(rsp.adjust.annotations.get("big"), Some(&value));
+    assert_eq!(h.nri.plugins(), ["10-big"]);
+}
+
+/// A Go plugin cannot send a reply over ttrpc's 4 MiB limit: its ttrpc
+/// server refuses to write it, puts nothing on the wire and closes its end of
+/// the connection, so the plugin never answers again. The runtime drops it
+/// after one request timeout, as upstream does; the event completes.
+#[tokio::test]
+async fn a_go_plugin_whose_reply_exceeds_4_mib_falls_silent_and_costs_one_timeout() {
+    let h = Harness::start_with(
+        |o| o.request_timeout(Duration::from_secs(1)),
+        RuntimeState::default(),
+    )
+    .await;
+    h.nri.start().await.unwrap();
+    let _big = GoPlugin::start(
+        &h,
+        "big",
+        "10",
+        json!({"events": "createcontainer",
+               "replies": {"CreateContainer": {"adjust": {"annotations": {"big": "x".repeat(5 << 20)}}}}}),
+    );
+    h.wait_plugins(1).await;
+    h.connect(
+        "good",
+        "50",
+        TestPlugin::adjusting(|_| {
+            let mut a = ContainerAdjustment::default();
+            a.add_annotation("good", "yes");
+            Ok((a, vec![]))
+        }),
+    );
+    h.wait_plugins(2).await;
+    let started = std::time::Instant::now();
+    let rsp = h.nri.create_container(create_req("p", "c")).await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(
+        rsp.adjust.annotations.get("good").map(String::as_str),
+        Some("yes")
+    );
+    assert!(!rsp.adjust.annotations.contains_key("big"));
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(3),
+        "took {took:?}"
+    );
+    assert_eq!(h.nri.plugins(), ["50-good"]);
+    let stderr = std::fs::read_to_string(h.dir.path().join("10-big.stderr")).unwrap();
+    assert!(
+        stderr.contains("failed sending message on channel")
+            && stderr.contains("exceed maximum message size of 4194304"),
+        "the Go side refused to send: {stderr}"
+    );
+}

@@ -399,6 +399,76 @@ fn a_plugin_flooding_requests_without_reading_replies_is_bounded_and_dropped() {
     })
 }
 
+/// Go's mux cuts a large write into frames of up to 4 MiB + 10 bytes, so a
+/// 5 MiB reply arrives as 4096 bytes, one 4 MiB frame and the rest. Upstream's
+/// reader must discard the oversized message through ttrpc's 4096-byte
+/// buffer, cannot read the large frame into it (ENOMEM) and closes the whole
+/// trunk. Here the frames are legal and the message is discarded: the call
+/// fails, the plugin stays and its next reply is read.
+#[test]
+fn a_5_mib_reply_framed_as_go_frames_it_fails_the_call_not_the_plugin() {
+    serial(async {
+        let (h, _good) = harness_with_good_plugin().await;
+        let base = Baseline::take(&h);
+
+        let big = GoFramedPlugin::connect(
+            &h.socket,
+            "big",
+            "10",
+            Box::new(|method, n| match method {
+                "Configure" => configure_reply(&[Event::CREATE_CONTAINER]),
+                "CreateContainer" => {
+                    let mut adjust = api::ContainerAdjustment::default();
+                    let value = if n == 0 {
+                        "x".repeat(5 << 20)
+                    } else {
+                        "small".into()
+                    };
+                    adjust.add_annotation("big", &value);
+                    let rsp = api::CreateContainerResponse {
+                        adjust: protobuf::MessageField::some(adjust),
+                        ..Default::default()
+                    };
+                    protobuf::Message::write_to_bytes(&rsp).unwrap()
+                }
+                _ => vec![],
+            }),
+        )
+        .await;
+        h.wait_plugins(2).await;
+
+        let err = h
+            .nri
+            .create_container(create_req("pod", "c1"))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("exceed maximum message size of 4194304"),
+            "{err}"
+        );
+        assert!(!big.mux.is_closed(), "the trunk survived the 5 MiB reply");
+        assert_eq!(h.nri.plugins(), ["10-big", "50-good"]);
+        let rsp = h
+            .nri
+            .create_container(create_req("pod", "c2"))
+            .await
+            .unwrap();
+        assert_eq!(
+            rsp.adjust.annotations.get("big").map(String::as_str),
+            Some("small"),
+            "the next reply is read in sync"
+        );
+        assert_eq!(
+            rsp.adjust.annotations.get("good").map(String::as_str),
+            Some("yes")
+        );
+        drop(big);
+        good_plugin_still_adjusts(&h, "c3").await;
+        base.restored(&h).await;
+    })
+}
+
 /// A builtin validator that hangs.
 struct HangingValidator;
 

@@ -156,6 +156,83 @@ pub async fn good_plugin_still_adjusts(h: &crate::common::Harness, ctr: &str) {
     );
 }
 
+/// Answers a Plugin method: the reply payload for (method, how many times
+/// it was called before).
+pub type Answer = Box<dyn Fn(&str, usize) -> Vec<u8> + Send + Sync>;
+
+/// A plugin whose Plugin service is answered by hand, one request at a
+/// time, with every reply put on the trunk the way a Go peer frames it
+/// (see [`go_frames`]), whatever its size.
+pub struct GoFramedPlugin {
+    pub mux: Mux,
+    pub runtime: api::ttrpc::RuntimeClient,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for GoFramedPlugin {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl GoFramedPlugin {
+    pub async fn connect(socket: &Path, name: &str, idx: &str, answer: Answer) -> GoFramedPlugin {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+        let mux = Mux::new(stream, mux::Options::default());
+        // Raw framing: each write is cut at the largest frame only, as Go's mux does.
+        let mut conn = mux
+            .open_with(mux::PLUGIN_SERVICE_CONN, mux::Framing::Raw)
+            .unwrap();
+        let server = tokio::spawn(async move {
+            let mut calls: HashMap<String, usize> = HashMap::new();
+            loop {
+                let mut header = [0u8; 10];
+                if conn.read_exact(&mut header).await.is_err() {
+                    return;
+                }
+                let len = u32::from_be_bytes(header[..4].try_into().unwrap()) as usize;
+                let stream_id = u32::from_be_bytes(header[4..8].try_into().unwrap());
+                let mut body = vec![0u8; len];
+                if conn.read_exact(&mut body).await.is_err() {
+                    return;
+                }
+                let req = ttrpc::Request::parse_from_bytes(&body).unwrap();
+                let n = calls.entry(req.method.clone()).or_default();
+                let mut rsp = ttrpc::Response::new();
+                rsp.payload = answer(&req.method, *n);
+                *n += 1;
+                let msg = ttrpc_message(2, stream_id, &rsp.write_to_bytes().unwrap());
+                // ttrpc's bufio.Writer flushes its first 4096 bytes, then
+                // writes the rest in one go.
+                let (first, rest) = msg.split_at(msg.len().min(4096));
+                if conn.write_all(first).await.is_err() || conn.write_all(rest).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let client = ttrpc::r#async::Client::new(ttrpc::r#async::transport::Socket::new(
+            mux.open(mux::RUNTIME_SERVICE_CONN).unwrap(),
+        ));
+        let plugin = GoFramedPlugin {
+            mux,
+            runtime: api::ttrpc::RuntimeClient::new(client),
+            server,
+        };
+        let req = api::RegisterPluginRequest {
+            plugin_name: name.into(),
+            plugin_idx: idx.into(),
+            ..Default::default()
+        };
+        plugin
+            .runtime
+            .register_plugin(ttrpc::context::with_timeout(2_000_000_000), &req)
+            .await
+            .unwrap();
+        plugin
+    }
+}
+
 /// A ttrpc request message (10-byte header + envelope) as a peer writes it.
 pub fn ttrpc_request(method: &str, payload: &impl Message, stream_id: u32) -> Vec<u8> {
     let service = match method {
