@@ -32,22 +32,50 @@ pub async fn eventually(limit: Duration, what: &str, mut f: impl FnMut() -> bool
     }
 }
 
-/// Answers one Plugin method with fixed bytes (possibly not protobuf).
-struct Fixed(Vec<u8>);
+/// Requests a raw plugin received: (method, payload).
+pub type Seen = Arc<std::sync::Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// Answers one Plugin method with fixed bytes (possibly not protobuf), or
+/// refuses it as a ttrpc server refuses a method it does not have.
+struct Fixed {
+    reply: Option<Vec<u8>>,
+    seen: Seen,
+}
 
 #[async_trait::async_trait]
 impl MethodHandler for Fixed {
-    async fn handler(&self, _: TtrpcContext, _: ttrpc::Request) -> ttrpc::Result<ttrpc::Response> {
+    async fn handler(
+        &self,
+        _: TtrpcContext,
+        req: ttrpc::Request,
+    ) -> ttrpc::Result<ttrpc::Response> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push((req.method.clone(), req.payload.clone()));
         let mut r = ttrpc::Response::new();
-        r.payload = self.0.clone();
+        match &self.reply {
+            Some(bytes) => r.payload = bytes.clone(),
+            // The status ttrpc's server (Rust and Go alike) answers for a
+            // method it has no handler for.
+            None => {
+                r.status = protobuf::MessageField::some(ttrpc::get_status(
+                    ttrpc::Code::UNIMPLEMENTED,
+                    format!("{} method", req.method),
+                ))
+            }
+        }
         Ok(r)
     }
 }
 
-/// A plugin built by hand: each Plugin method answers fixed bytes.
+/// A plugin built by hand: each Plugin method answers fixed bytes; methods
+/// it is not given are not served at all.
 pub struct RawPlugin {
     pub mux: Mux,
     pub runtime: api::ttrpc::RuntimeClient,
+    /// Every request its handlers received, in order.
+    pub seen: Seen,
     _server: ttrpc::r#async::Server,
 }
 
@@ -71,10 +99,22 @@ impl RawPlugin {
     where
         T: AsyncRead + AsyncWrite + Send + 'static,
     {
+        RawPlugin::refusing(trunk, methods, &[]).await
+    }
+
+    /// A raw plugin that also has handlers for `refused`, which answer
+    /// Unimplemented, so that those requests are seen.
+    pub async fn refusing<T>(trunk: T, methods: Vec<(&str, Vec<u8>)>, refused: &[&str]) -> RawPlugin
+    where
+        T: AsyncRead + AsyncWrite + Send + 'static,
+    {
         let mux = Mux::new(trunk, mux::Options::default());
+        let seen = Seen::default();
         let mut handlers: HashMap<String, Box<dyn MethodHandler + Send + Sync>> = HashMap::new();
-        for (name, bytes) in methods {
-            handlers.insert(name.to_string(), Box::new(Fixed(bytes)));
+        let answers = methods.into_iter().map(|(m, bytes)| (m, Some(bytes)));
+        for (name, reply) in answers.chain(refused.iter().map(|m| (*m, None))) {
+            let seen = Arc::clone(&seen);
+            handlers.insert(name.to_string(), Box::new(Fixed { reply, seen }));
         }
         let service = Service {
             methods: handlers,
@@ -97,6 +137,7 @@ impl RawPlugin {
         RawPlugin {
             mux,
             runtime: api::ttrpc::RuntimeClient::new(client),
+            seen,
             _server: server,
         }
     }
@@ -114,6 +155,27 @@ impl RawPlugin {
 
     pub async fn update(&self) -> ttrpc::Result<api::UpdateContainersResponse> {
         update_via(&self.runtime).await
+    }
+
+    /// The requests received for `method`, decoded.
+    pub fn requests<M: Message>(&self, method: &str) -> Vec<M> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(m, _)| m == method)
+            .map(|(_, payload)| M::parse_from_bytes(payload).unwrap())
+            .collect()
+    }
+
+    /// The methods of every request received, in order.
+    pub fn methods(&self) -> Vec<String> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(m, _)| m.clone())
+            .collect()
     }
 }
 
@@ -321,10 +383,7 @@ impl AsyncWrite for Deafened {
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_flush(cx)
     }
-    fn poll_shutdown(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<std::io::Result<()>> {
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
