@@ -2,7 +2,7 @@
 //! callbacks, and a configurable Rust stub plugin.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use nri::adaptation::{Adaptation, BoxError, Error, Metrics, Options, SyncCb};
@@ -181,9 +181,54 @@ impl Harness {
     }
 }
 
-/// Core logs go to the test output when RUST_LOG is set.
+/// Core logs go to the test output when RUST_LOG is set; the adaptation's
+/// messages at info level and above are also kept for [`logged`].
 fn env_logger_init() -> Result<(), log::SetLoggerError> {
-    env_logger::builder().is_test(true).try_init()
+    let inner = env_logger::builder().is_test(true).build();
+    let max = inner.filter().max(log::LevelFilter::Info);
+    log::set_boxed_logger(Box::new(TestLogger(inner)))?;
+    log::set_max_level(max);
+    Ok(())
+}
+
+fn log_lines() -> &'static Mutex<Vec<String>> {
+    static LINES: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    LINES.get_or_init(Mutex::default)
+}
+
+struct TestLogger(env_logger::Logger);
+
+impl log::Log for TestLogger {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        is_kept(m) || self.0.enabled(m)
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        if is_kept(record.metadata()) {
+            log_lines().lock().unwrap().push(record.args().to_string());
+        }
+        if self.0.matches(record) {
+            self.0.log(record);
+        }
+    }
+    fn flush(&self) {
+        self.0.flush();
+    }
+}
+
+fn is_kept(m: &log::Metadata<'_>) -> bool {
+    m.level() <= log::Level::Info && m.target().starts_with("nri::adaptation")
+}
+
+/// The adaptation's log messages (info and above, of every test in this
+/// process) that contain `needle`.
+pub fn logged(needle: &str) -> Vec<String> {
+    log_lines()
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains(needle))
+        .cloned()
+        .collect()
 }
 
 pub fn pod(id: &str) -> api::PodSandbox {

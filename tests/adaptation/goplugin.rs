@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use crate::common::*;
 
 /// Builds the Go test plugin once per test run (Go caches the build).
-fn go_plugin() -> &'static Path {
+pub fn go_plugin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -79,7 +79,7 @@ fn read_log(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn events_of(calls: &[Value]) -> Vec<String> {
+pub fn events_of(calls: &[Value]) -> Vec<String> {
     calls
         .iter()
         .map(|c| c["event"].as_str().unwrap().to_string())

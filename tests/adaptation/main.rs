@@ -5,6 +5,7 @@
 mod common;
 mod fallback;
 mod goplugin;
+mod handshake;
 mod lifecycle;
 #[allow(dead_code)]
 #[path = "../robustness/peers.rs"]

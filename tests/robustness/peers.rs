@@ -143,9 +143,20 @@ impl RawPlugin {
     }
 
     pub async fn register(&self, name: &str, idx: &str) -> ttrpc::Result<api::Empty> {
+        self.register_as(name, idx, "").await
+    }
+
+    /// Registers, telling the runtime `nri_version` as the plugin's NRI version.
+    pub async fn register_as(
+        &self,
+        name: &str,
+        idx: &str,
+        nri_version: &str,
+    ) -> ttrpc::Result<api::Empty> {
         let req = api::RegisterPluginRequest {
             plugin_name: name.into(),
             plugin_idx: idx.into(),
+            NRI_version: nri_version.into(),
             ..Default::default()
         };
         self.runtime

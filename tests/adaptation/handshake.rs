@@ -1,0 +1,131 @@
+//! What the runtime and a plugin tell each other when the plugin connects
+//! (checklist 2.3, 2.6), and holding synchronization off (6.3).
+
+use std::time::Duration;
+
+use nri::api::{self, ConfigureRequest, Event};
+use serde_json::json;
+
+use crate::common::*;
+use crate::goplugin::{events_of, GoPlugin};
+use crate::peers::{configure_reply, eventually, RawPlugin};
+
+/// Configure carries the runtime's name and version, the NRI version the
+/// core implements and both timeouts in milliseconds. The plugin's own NRI
+/// version (upstream's Go stub sends its module version) is only logged:
+/// plugins registering with no version or an ancient one are configured
+/// the same way.
+#[tokio::test]
+async fn configure_carries_runtime_and_nri_version_and_the_plugins_version_is_only_logged() {
+    let h = Harness::start_with(
+        |o| {
+            o.registration_timeout(Duration::from_millis(2500))
+                .request_timeout(Duration::from_millis(1750))
+        },
+        RuntimeState::default(),
+    )
+    .await;
+    h.nri.start().await.unwrap();
+    let go = GoPlugin::start(&h, "versioned", "10", json!({"events": "runpodsandbox"}));
+    h.wait_plugins(1).await;
+    let configure = &go.calls()[0];
+    assert_eq!(configure["event"], "Configure");
+    assert_eq!(configure["runtime_name"], "test-runtime");
+    assert_eq!(configure["runtime_version"], "v9.9.9");
+    assert_eq!(configure["nri_version"], nri::adaptation::NRI_VERSION);
+    assert_eq!(configure["nri_version"], "v0.12.2");
+    assert_eq!(configure["registration_timeout_ms"], 2500);
+    assert_eq!(configure["request_timeout_ms"], 1750);
+    assert_eq!(
+        logged("plugin 10-versioned registering"),
+        ["plugin 10-versioned registering, NRI version v0.12.2"],
+        "the Go stub's module version, logged"
+    );
+
+    let mut raw = Vec::new();
+    for (name, idx, version, shown) in [
+        ("unversioned", "20", "", "unknown"),
+        ("ancient", "30", "v0.1.0", "v0.1.0"),
+    ] {
+        let p = RawPlugin::connect(
+            &h.socket,
+            vec![
+                ("Configure", configure_reply(&[Event::RUN_POD_SANDBOX])),
+                ("Synchronize", vec![]),
+            ],
+        )
+        .await;
+        p.register_as(name, idx, version).await.unwrap();
+        raw.push(p);
+        let line = format!("plugin {idx}-{name} registering, NRI version {shown}");
+        eventually(PATIENCE, &line, || logged(&line).len() == 1).await;
+    }
+    h.wait_plugins(3).await;
+    for p in &raw {
+        let cfg = p.requests::<ConfigureRequest>("Configure");
+        assert_eq!(cfg.len(), 1);
+        assert_eq!(cfg[0].NRI_version, "v0.12.2");
+        assert_eq!(cfg[0].runtime_name, "test-runtime");
+        assert_eq!(cfg[0].request_timeout, 1750);
+    }
+}
+
+/// While the runtime holds a `PluginSyncBlock`, a plugin that connects is
+/// registered and configured but not synchronized, and gets no events;
+/// events go on for the others. Once unblocked it is synchronized and
+/// joins.
+#[tokio::test]
+async fn a_plugin_connecting_while_sync_is_blocked_is_synchronized_after_unblock() {
+    let h = Harness::start().await;
+    h.nri.start().await.unwrap();
+    let early = TestPlugin::default();
+    h.connect("early", "05", early.clone());
+    h.wait_plugins(1).await;
+    let syncs = h.state.lock().unwrap().syncs;
+
+    let mut block = h.nri.block_plugin_sync().await;
+    let late = GoPlugin::start(&h, "late", "10", json!({"events": "runpodsandbox"}));
+    // The runtime has the Configure reply: next for this plugin comes the sync.
+    eventually(PATIENCE, "the late plugin configured", || {
+        logged(":10-late[")
+            .iter()
+            .any(|l| l.contains("subscribed to events"))
+    })
+    .await;
+    assert_eq!(events_of(&late.calls()), ["Configure"]);
+
+    h.nri
+        .run_pod_sandbox(api::RunPodSandboxRequest {
+            pod: protobuf::MessageField::some(pod("p1")),
+            ..Default::default()
+        })
+        .await
+        .expect("events are not blocked");
+    assert_eq!(early.events(), ["RunPodSandbox p1"]);
+    assert_eq!(h.nri.plugins(), ["05-early"]);
+    assert_eq!(
+        events_of(&late.calls()),
+        ["Configure"],
+        "no Synchronize while blocked"
+    );
+    assert_eq!(
+        h.state.lock().unwrap().syncs,
+        syncs,
+        "sync callback not called"
+    );
+
+    block.unblock();
+    h.wait_plugins(2).await;
+    assert_eq!(h.state.lock().unwrap().syncs, syncs + 1);
+    h.nri
+        .run_pod_sandbox(api::RunPodSandboxRequest {
+            pod: protobuf::MessageField::some(pod("p2")),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        events_of(&late.calls()),
+        ["Configure", "Synchronize", "RunPodSandbox"]
+    );
+}
