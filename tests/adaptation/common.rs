@@ -13,10 +13,26 @@ use tokio::sync::watch;
 /// The longest any test waits for something it observes.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
+/// One `record_plugin_adjustments` call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Adjustments {
+    pub plugin: String,
+    pub op: String,
+    pub adjust: Option<ContainerAdjustment>,
+    pub updates: usize,
+    pub evicts: usize,
+}
+
 /// Records what metrics the adaptation reports.
 #[derive(Default)]
 pub struct Recorded {
+    /// (plugin, op, failed)
     pub invocations: Mutex<Vec<(String, String, bool)>>,
+    /// (plugin, op, latency)
+    pub latencies: Mutex<Vec<(String, String, Duration)>>,
+    pub adjustments: Mutex<Vec<Adjustments>>,
+    /// Every plugin count reported, in order.
+    pub counts: Mutex<Vec<usize>>,
     pub count: Mutex<Option<watch::Sender<usize>>>,
 }
 
@@ -30,7 +46,31 @@ impl Metrics for TestMetrics {
             err.is_some(),
         ));
     }
+    fn record_plugin_latency(&self, plugin: &str, op: &str, latency: Duration) {
+        self.0
+            .latencies
+            .lock()
+            .unwrap()
+            .push((plugin.to_string(), op.to_string(), latency));
+    }
+    fn record_plugin_adjustments(
+        &self,
+        plugin: &str,
+        op: &str,
+        adjust: Option<&ContainerAdjustment>,
+        updates: usize,
+        evicts: usize,
+    ) {
+        self.0.adjustments.lock().unwrap().push(Adjustments {
+            plugin: plugin.to_string(),
+            op: op.to_string(),
+            adjust: adjust.cloned(),
+            updates,
+            evicts,
+        });
+    }
     fn update_plugin_count(&self, n: usize) {
+        self.0.counts.lock().unwrap().push(n);
         if let Some(tx) = self.0.count.lock().unwrap().as_ref() {
             tx.send_replace(n);
         }

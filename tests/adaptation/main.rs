@@ -7,6 +7,7 @@ mod fallback;
 mod goplugin;
 mod handshake;
 mod lifecycle;
+mod metrics;
 #[allow(dead_code)]
 #[path = "../robustness/peers.rs"]
 mod peers;
