@@ -11,3 +11,4 @@ mod metrics;
 #[allow(dead_code)]
 #[path = "../robustness/peers.rs"]
 mod peers;
+mod validator;
