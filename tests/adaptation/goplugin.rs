@@ -66,6 +66,10 @@ impl GoPlugin {
         read_log(&self.log)
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn wait(&mut self) -> std::process::ExitStatus {
         self.child.wait().unwrap()
     }

@@ -1,9 +1,10 @@
 //! What the runtime and a plugin tell each other when the plugin connects
 //! (checklist 2.3, 2.6), and holding synchronization off (6.3).
 
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::time::Duration;
 
-use nri::api::{self, ConfigureRequest, Event};
+use nri::api::{self, ConfigureRequest, ConfigureResponse, Event};
 use serde_json::json;
 
 use crate::common::*;
@@ -40,6 +41,11 @@ async fn configure_carries_runtime_and_nri_version_and_the_plugins_version_is_on
         logged("plugin 10-versioned registering"),
         ["plugin 10-versioned registering, NRI version v0.12.2"],
         "the Go stub's module version, logged"
+    );
+    let name = format!("plugin external:10-versioned[{}] ", go.pid());
+    assert!(
+        !logged(&name).is_empty(),
+        "log names carry the peer's pid (SO_PEERCRED)"
     );
 
     let mut raw = Vec::new();
@@ -128,4 +134,108 @@ async fn a_plugin_connecting_while_sync_is_blocked_is_synchronized_after_unblock
         events_of(&late.calls()),
         ["Configure", "Synchronize", "RunPodSandbox"]
     );
+}
+
+/// The socket directory is created owner-only, the socket is reachable by
+/// the runtime's user only, whatever the umask, and a stale file in its
+/// place is replaced.
+#[tokio::test]
+async fn the_socket_is_the_runtimes_own_and_replaces_a_stale_one() {
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let fresh = Harness::start().await;
+    fresh.nri.start().await.unwrap();
+    assert_eq!(mode(fresh.socket.parent().unwrap()), 0o700);
+    assert!(std::fs::metadata(&fresh.socket)
+        .unwrap()
+        .file_type()
+        .is_socket());
+    assert_eq!(mode(&fresh.socket), 0o600);
+
+    let stale = Harness::start().await;
+    let dir = stale.socket.parent().unwrap();
+    std::fs::create_dir(dir).unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(&stale.socket, "stale").unwrap();
+    stale.nri.start().await.unwrap();
+    assert!(std::fs::metadata(&stale.socket)
+        .unwrap()
+        .file_type()
+        .is_socket());
+    assert_eq!(mode(&stale.socket), 0o600);
+    assert_eq!(mode(dir), 0o755, "an existing directory is left alone");
+    stale.connect("late", "10", TestPlugin::default());
+    stale.wait_plugins(1).await;
+}
+
+/// A plugin answering Configure with no events gets every event, the
+/// validation included; one answering with bits beyond the last event is
+/// refused and its connection closed.
+#[tokio::test]
+async fn configure_events_zero_means_all_and_invalid_bits_are_refused() {
+    let h = Harness::start().await;
+    h.nri.start().await.unwrap();
+    let invalid = RawPlugin::connect(
+        &h.socket,
+        vec![(
+            "Configure",
+            protobuf::Message::write_to_bytes(&ConfigureResponse {
+                events: 0x4000,
+                ..Default::default()
+            })
+            .unwrap(),
+        )],
+    )
+    .await;
+    invalid.register("invalid", "10").await.unwrap();
+    tokio::time::timeout(PATIENCE, invalid.mux.closed())
+        .await
+        .expect("the runtime closes the connection");
+    let refused = logged("invalid plugin events: 0x4000");
+    assert!(
+        refused.iter().any(|l| l.contains(":10-invalid[")),
+        "{refused:?}"
+    );
+
+    let zero = RawPlugin::connect(
+        &h.socket,
+        vec![
+            ("Configure", configure_reply(&[])),
+            ("Synchronize", vec![]),
+            ("CreateContainer", vec![]),
+            ("ValidateContainerAdjustment", vec![]),
+        ],
+    )
+    .await;
+    zero.register("zero", "20").await.unwrap();
+    h.wait_plugins(1).await;
+    assert_eq!(h.nri.plugins(), ["20-zero"]);
+    h.nri.create_container(create_req("p", "c")).await.unwrap();
+    assert_eq!(
+        zero.methods(),
+        [
+            "Configure",
+            "Synchronize",
+            "CreateContainer",
+            "ValidateContainerAdjustment"
+        ]
+    );
+}
+
+/// Stopping the adaptation closes external plugins' connections too
+/// (upstream leaves them open): the upstream-stub plugin sees the runtime
+/// go and exits.
+#[tokio::test]
+async fn stop_closes_external_plugin_connections() {
+    let h = Harness::start().await;
+    h.nri.start().await.unwrap();
+    let mut go = GoPlugin::start(&h, "stopped", "10", json!({"events": "runpodsandbox"}));
+    h.wait_plugins(1).await;
+    h.nri.stop().await;
+    assert!(h.nri.plugins().is_empty());
+    let exited = tokio::task::spawn_blocking(move || go.wait());
+    let status = tokio::time::timeout(PATIENCE, exited)
+        .await
+        .expect("the plugin noticed the runtime closed its connection")
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "a clean close (stub OnClose)");
 }

@@ -84,7 +84,11 @@ async fn metrics_count_invocations_latency_adjustments_and_plugins() {
         })
         .await
         .unwrap();
-    h.nri.create_container(create_req("p", "c")).await.unwrap();
+    let created = h.nri.create_container(create_req("p", "c")).await.unwrap();
+    assert!(
+        created.evict.is_empty(),
+        "evictions are counted, never acted on"
+    );
     h.nri
         .update_container(api::UpdateContainerRequest {
             pod: pod(),
