@@ -239,3 +239,50 @@ async fn stop_closes_external_plugin_connections() {
         .unwrap();
     assert_eq!(status.code(), Some(0), "a clean close (stub OnClose)");
 }
+
+/// The process-wide timeout setters (upstream's `SetPluginRequestTimeout`
+/// and friends) apply to adaptations without timeouts of their own, and are
+/// read on use: Configure carries the values set after the adaptation was
+/// created.
+#[tokio::test]
+async fn process_wide_timeouts_apply_to_adaptations_without_their_own() {
+    use nri::adaptation::{self, Adaptation, BoxError, Options, SyncCb};
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("nri.sock");
+    let nri = Adaptation::new(
+        "global-runtime",
+        "v1",
+        |cb: SyncCb| async move {
+            cb.call(vec![], vec![]).await?;
+            Ok::<_, BoxError>(())
+        },
+        |_| async { Ok::<_, BoxError>(vec![]) },
+        Options::default()
+            .socket_path(&socket)
+            .plugin_path(dir.path().join("none")),
+    )
+    .unwrap();
+    adaptation::set_plugin_registration_timeout(Duration::from_millis(4321));
+    adaptation::set_plugin_request_timeout(Duration::from_millis(1234));
+    nri.start().await.unwrap();
+    let p = RawPlugin::connect(
+        &socket,
+        vec![
+            ("Configure", configure_reply(&[Event::RUN_POD_SANDBOX])),
+            ("Synchronize", vec![]),
+        ],
+    )
+    .await;
+    p.register("global", "10").await.unwrap();
+    eventually(PATIENCE, "the plugin synchronized", || {
+        p.methods().len() == 2
+    })
+    .await;
+    adaptation::set_plugin_registration_timeout(Duration::from_secs(5));
+    adaptation::set_plugin_request_timeout(Duration::from_secs(2));
+    let cfg = &p.requests::<ConfigureRequest>("Configure")[0];
+    assert_eq!(
+        (cfg.registration_timeout, cfg.request_timeout),
+        (4321, 1234)
+    );
+}
