@@ -290,12 +290,110 @@ pub fn container(pod: &str, id: &str) -> api::Container {
     }
 }
 
+/// A request of type `api::$req` for pod `$pod` (and container `$ctr`).
+macro_rules! req {
+    ($req:ident, $pod:expr) => {
+        nri::api::$req {
+            pod: protobuf::MessageField::some($crate::common::pod($pod)),
+            ..Default::default()
+        }
+    };
+    ($req:ident, $pod:expr, $ctr:expr) => {
+        nri::api::$req {
+            pod: protobuf::MessageField::some($crate::common::pod($pod)),
+            container: protobuf::MessageField::some($crate::common::container($pod, $ctr)),
+            ..Default::default()
+        }
+    };
+}
+#[allow(unused_imports)] // tests/robustness shares this file
+pub(crate) use req;
+
+/// The RPCs [`lifecycle`] raises, in order.
+pub const LIFECYCLE: [&str; 13] = [
+    "RunPodSandbox",
+    "UpdatePodSandbox",
+    "PostUpdatePodSandbox",
+    "CreateContainer",
+    "PostCreateContainer",
+    "StartContainer",
+    "PostStartContainer",
+    "UpdateContainer",
+    "PostUpdateContainer",
+    "StopContainer",
+    "RemoveContainer",
+    "StopPodSandbox",
+    "RemovePodSandbox",
+];
+
+/// Every lifecycle event once, in lifecycle order, for pod `p` and its
+/// container `c`; only CreateContainer may fail.
+pub async fn lifecycle(
+    h: &Harness,
+    p: &str,
+    c: &str,
+) -> Result<api::CreateContainerResponse, Error> {
+    let nri = &h.nri;
+    nri.run_pod_sandbox(req!(RunPodSandboxRequest, p))
+        .await
+        .unwrap();
+    nri.update_pod_sandbox(req!(UpdatePodSandboxRequest, p))
+        .await
+        .unwrap();
+    nri.post_update_pod_sandbox(req!(PostUpdatePodSandboxRequest, p))
+        .await
+        .unwrap();
+    let created = nri.create_container(create_req(p, c)).await;
+    nri.post_create_container(req!(PostCreateContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.start_container(req!(StartContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.post_start_container(req!(PostStartContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.update_container(req!(UpdateContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.post_update_container(req!(PostUpdateContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.stop_container(req!(StopContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.remove_container(req!(RemoveContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.stop_pod_sandbox(req!(StopPodSandboxRequest, p))
+        .await
+        .unwrap();
+    nri.remove_pod_sandbox(req!(RemovePodSandboxRequest, p))
+        .await
+        .unwrap();
+    created
+}
+
 pub fn create_req(pod_id: &str, id: &str) -> api::CreateContainerRequest {
     api::CreateContainerRequest {
         pod: protobuf::MessageField::some(pod(pod_id)),
         container: protobuf::MessageField::some(container(pod_id, id)),
         ..Default::default()
     }
+}
+
+/// The annotation `key` as a creation's merged adjustment sets it.
+pub fn annotation<'a>(rsp: &'a api::CreateContainerResponse, key: &str) -> Option<&'a str> {
+    rsp.adjust.annotations.get(key).map(String::as_str)
+}
+
+/// Why creating this container fails; panics if it succeeds.
+pub async fn creation_error(h: &Harness, req: api::CreateContainerRequest) -> String {
+    h.nri
+        .create_container(req)
+        .await
+        .expect_err("the creation succeeded")
+        .to_string()
 }
 
 pub type Adjuster = Arc<

@@ -4,12 +4,12 @@
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::time::Duration;
 
-use nri::api::{self, ConfigureRequest, ConfigureResponse, Event};
+use nri::api::{ConfigureRequest, ConfigureResponse};
 use serde_json::json;
 
 use crate::common::*;
 use crate::goplugin::{events_of, GoPlugin};
-use crate::peers::{configure_reply, eventually, RawPlugin};
+use crate::peers::{configure_reply, eventually, idle_methods, RawPlugin};
 
 /// Configure carries the runtime's name and version, the NRI version the
 /// core implements and both timeouts in milliseconds. The plugin's own NRI
@@ -53,14 +53,7 @@ async fn configure_carries_runtime_and_nri_version_and_the_plugins_version_is_on
         ("unversioned", "20", "", "unknown"),
         ("ancient", "30", "v0.1.0", "v0.1.0"),
     ] {
-        let p = RawPlugin::connect(
-            &h.socket,
-            vec![
-                ("Configure", configure_reply(&[Event::RUN_POD_SANDBOX])),
-                ("Synchronize", vec![]),
-            ],
-        )
-        .await;
+        let p = RawPlugin::connect(&h.socket, idle_methods()).await;
         p.register_as(name, idx, version).await.unwrap();
         raw.push(p);
         let line = format!("plugin {idx}-{name} registering, NRI version {shown}");
@@ -101,10 +94,7 @@ async fn a_plugin_connecting_while_sync_is_blocked_is_synchronized_after_unblock
     assert_eq!(events_of(&late.calls()), ["Configure"]);
 
     h.nri
-        .run_pod_sandbox(api::RunPodSandboxRequest {
-            pod: protobuf::MessageField::some(pod("p1")),
-            ..Default::default()
-        })
+        .run_pod_sandbox(req!(RunPodSandboxRequest, "p1"))
         .await
         .expect("events are not blocked");
     assert_eq!(early.events(), ["RunPodSandbox p1"]);
@@ -124,10 +114,7 @@ async fn a_plugin_connecting_while_sync_is_blocked_is_synchronized_after_unblock
     h.wait_plugins(2).await;
     assert_eq!(h.state.lock().unwrap().syncs, syncs + 1);
     h.nri
-        .run_pod_sandbox(api::RunPodSandboxRequest {
-            pod: protobuf::MessageField::some(pod("p2")),
-            ..Default::default()
-        })
+        .run_pod_sandbox(req!(RunPodSandboxRequest, "p2"))
         .await
         .unwrap();
     assert_eq!(
@@ -265,14 +252,7 @@ async fn process_wide_timeouts_apply_to_adaptations_without_their_own() {
     adaptation::set_plugin_registration_timeout(Duration::from_millis(4321));
     adaptation::set_plugin_request_timeout(Duration::from_millis(1234));
     nri.start().await.unwrap();
-    let p = RawPlugin::connect(
-        &socket,
-        vec![
-            ("Configure", configure_reply(&[Event::RUN_POD_SANDBOX])),
-            ("Synchronize", vec![]),
-        ],
-    )
-    .await;
+    let p = RawPlugin::connect(&socket, idle_methods()).await;
     p.register("global", "10").await.unwrap();
     eventually(PATIENCE, "the plugin synchronized", || {
         p.methods().len() == 2

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use nri::api::{self, ContainerUpdate, Event};
-use protobuf::{Message, MessageField};
+use protobuf::Message;
 use serde_json::json;
 
 use crate::common::*;
@@ -75,13 +75,8 @@ async fn metrics_count_invocations_latency_adjustments_and_plugins() {
     evicting.register("evicting", "20").await.unwrap();
     h.wait_plugins(2).await;
 
-    let pod = || MessageField::some(pod("p"));
-    let ctr = || MessageField::some(container("p", "c"));
     h.nri
-        .run_pod_sandbox(api::RunPodSandboxRequest {
-            pod: pod(),
-            ..Default::default()
-        })
+        .run_pod_sandbox(req!(RunPodSandboxRequest, "p"))
         .await
         .unwrap();
     let created = h.nri.create_container(create_req("p", "c")).await.unwrap();
@@ -90,27 +85,15 @@ async fn metrics_count_invocations_latency_adjustments_and_plugins() {
         "evictions are counted, never acted on"
     );
     h.nri
-        .update_container(api::UpdateContainerRequest {
-            pod: pod(),
-            container: ctr(),
-            ..Default::default()
-        })
+        .update_container(req!(UpdateContainerRequest, "p", "c"))
         .await
         .unwrap();
     h.nri
-        .stop_container(api::StopContainerRequest {
-            pod: pod(),
-            container: ctr(),
-            ..Default::default()
-        })
+        .stop_container(req!(StopContainerRequest, "p", "c"))
         .await
         .unwrap();
     h.nri
-        .start_container(api::StartContainerRequest {
-            pod: pod(),
-            container: ctr(),
-            ..Default::default()
-        })
+        .start_container(req!(StartContainerRequest, "p", "c"))
         .await
         .unwrap_err();
 
@@ -198,10 +181,7 @@ async fn metrics_count_invocations_latency_adjustments_and_plugins() {
     // The count follows plugins coming and going (pruned after an event).
     drop(go);
     h.nri
-        .run_pod_sandbox(api::RunPodSandboxRequest {
-            pod: pod(),
-            ..Default::default()
-        })
+        .run_pod_sandbox(req!(RunPodSandboxRequest, "p"))
         .await
         .unwrap();
     h.wait_plugins(1).await;

@@ -38,6 +38,17 @@ fn tagging() -> TestPlugin {
     })
 }
 
+const TOLERATE: &str = "tolerate-missing.example.com";
+
+/// Whether creating this container works, and if not why.
+async fn create(h: &Harness, req: api::CreateContainerRequest) -> Result<(), String> {
+    h.nri
+        .create_container(req)
+        .await
+        .map(drop)
+        .map_err(|e| e.to_string())
+}
+
 /// A creation request for container `ctr` (named `<ctr>-name`) in a pod
 /// with these annotations.
 fn annotated(ctr: &str, annotations: &[(&str, &str)]) -> api::CreateContainerRequest {
@@ -74,13 +85,9 @@ async fn a_go_plugin_injecting_an_oci_hook_is_rejected_when_hooks_are_disallowed
         ["00-default-validator", "10-hooker", "20-tagger"]
     );
 
-    let err = h
-        .nri
-        .create_container(create_req("pod", "c1"))
-        .await
-        .unwrap_err();
+    let err = creation_error(&h, create_req("pod", "c1")).await;
     assert_eq!(
-        err.to_string(),
+        err,
         format!("{REJECTED}validation error: plugin \"10-hooker\" attempted restricted OCI hook injection")
     );
 
@@ -94,10 +101,7 @@ async fn a_go_plugin_injecting_an_oci_hook_is_rejected_when_hooks_are_disallowed
         .create_container(create_req("pod", "c2"))
         .await
         .unwrap();
-    assert_eq!(
-        rsp.adjust.annotations.get("tagged").map(String::as_str),
-        Some("yes")
-    );
+    assert_eq!(annotation(&rsp, "tagged"), Some("yes"));
     assert!(rsp.adjust.hooks.prestart.is_empty());
 }
 
@@ -112,12 +116,8 @@ async fn a_missing_required_plugin_never_lets_a_container_through() {
     })
     .await;
     let missing = format!("{REJECTED}validation error: required plugin \"needed\" not present");
-    let err = h
-        .nri
-        .create_container(create_req("pod", "c1"))
-        .await
-        .unwrap_err();
-    assert_eq!(err.to_string(), missing);
+    let err = creation_error(&h, create_req("pod", "c1")).await;
+    assert_eq!(err, missing);
 
     // Present means registered, not subscribed to CreateContainer.
     let needed = GoPlugin::start(&h, "needed", "30", json!({"events": "runpodsandbox"}));
@@ -132,12 +132,8 @@ async fn a_missing_required_plugin_never_lets_a_container_through() {
         h.nri.plugins() == ["00-default-validator"]
     })
     .await;
-    let err = h
-        .nri
-        .create_container(create_req("pod", "c3"))
-        .await
-        .unwrap_err();
-    assert_eq!(err.to_string(), missing);
+    let err = creation_error(&h, create_req("pod", "c3")).await;
+    assert_eq!(err, missing);
 
     let mut crashing = GoPlugin::start(
         &h,
@@ -146,14 +142,9 @@ async fn a_missing_required_plugin_never_lets_a_container_through() {
         json!({"events": "createcontainer", "exit_on": "CreateContainer"}),
     );
     h.wait_plugins(2).await;
-    let err = h
-        .nri
-        .create_container(create_req("pod", "c4"))
-        .await
-        .unwrap_err();
+    let err = creation_error(&h, create_req("pod", "c4")).await;
     assert_eq!(
-        err.to_string(),
-        missing,
+        err, missing,
         "dropped during the creation it was required for"
     );
     assert_eq!(crashing.wait().code(), Some(3), "it crashed as scripted");
@@ -167,94 +158,60 @@ async fn a_missing_required_plugin_never_lets_a_container_through() {
 async fn required_plugins_by_annotation_and_tolerating_missing_ones() {
     let h = harness(DefaultValidatorConfig {
         required_plugins: vec!["needed".into()],
-        tolerate_missing_annotation: "tolerate-missing.example.com".into(),
+        tolerate_missing_annotation: TOLERATE.into(),
         ..Default::default()
     })
     .await;
-    let rejected = |what: &str| format!("{REJECTED}validation error: {what}");
+    let rejected = |what: &str| Err(format!("{REJECTED}validation error: {what}"));
+    let missing = rejected("required plugin \"needed\" not present");
 
-    // Globally required plugin missing: tolerated only where annotated so.
-    let err = h
-        .nri
-        .create_container(annotated("c0", &[]))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        rejected("required plugin \"needed\" not present")
+    // The globally required plugin is missing: tolerated only where annotated so.
+    let per_ctr = format!("{TOLERATE}/container.c2-name");
+    let invalid = format!(
+        "{REJECTED}invalid {TOLERATE} annotation \"maybe\": \
+         strconv.ParseBool: parsing \"maybe\": invalid syntax"
     );
-    h.nri
-        .create_container(annotated("c1", &[("tolerate-missing.example.com", "true")]))
-        .await
-        .unwrap();
-    let key = "tolerate-missing.example.com/container.c2-name";
-    h.nri
-        .create_container(annotated("c2", &[(key, "1")]))
-        .await
-        .unwrap();
-    let err = h
-        .nri
-        .create_container(annotated(
-            "c3",
-            &[("tolerate-missing.example.com", "maybe")],
-        ))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        format!(
-            "{REJECTED}invalid tolerate-missing.example.com annotation \"maybe\": \
-             strconv.ParseBool: parsing \"maybe\": invalid syntax"
-        )
-    );
-    let err = h
-        .nri
-        .create_container(annotated(
-            "c4",
-            &[("tolerate-missing.example.com", "false")],
-        ))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        rejected("required plugin \"needed\" not present")
-    );
+    for (ctr, annotations, outcome) in [
+        ("c0", vec![], missing.clone()),
+        ("c1", vec![(TOLERATE, "true")], Ok(())),
+        ("c2", vec![(per_ctr.as_str(), "1")], Ok(())),
+        ("c3", vec![(TOLERATE, "false")], missing.clone()),
+        ("c4", vec![(TOLERATE, "maybe")], Err(invalid)),
+    ] {
+        assert_eq!(
+            create(&h, annotated(ctr, &annotations)).await,
+            outcome,
+            "{ctr}"
+        );
+    }
 
     let _needed = GoPlugin::start(&h, "needed", "30", json!({"events": "runpodsandbox"}));
     h.connect("other", "40", tagging());
     h.wait_plugins(3).await;
-    h.nri.create_container(annotated("c5", &[])).await.unwrap();
-
-    // Per container, by idx-name: only the named container is affected.
     let strict = format!("{REQUIRED_PLUGINS_ANNOTATION}/container.strict-name");
-    let pod = [(strict.as_str(), "[\"40-other\", \"50-absent\"]")];
-    let err = h
-        .nri
-        .create_container(annotated("strict", &pod))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        rejected("required plugin \"50-absent\" not present")
-    );
-    h.nri
-        .create_container(annotated("relaxed", &pod))
-        .await
-        .unwrap();
-
-    // For the whole pod, by name.
     let whole = format!("{REQUIRED_PLUGINS_ANNOTATION}/pod");
-    h.nri
-        .create_container(annotated("c6", &[(whole.as_str(), "[other, needed]")]))
-        .await
-        .unwrap();
-    let err = h
-        .nri
-        .create_container(annotated("c7", &[(whole.as_str(), "[other, gone, away]")]))
-        .await
-        .unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        rejected("required plugins \"gone,away\" not present")
-    );
+    let both = "[\"40-other\", \"50-absent\"]";
+    for (ctr, annotations, outcome) in [
+        ("c5", vec![], Ok(())),
+        // Per container, by idx-name: only the named container is affected.
+        (
+            "strict",
+            vec![(strict.as_str(), both)],
+            rejected("required plugin \"50-absent\" not present"),
+        ),
+        ("relaxed", vec![(strict.as_str(), both)], Ok(())),
+        // For the whole pod, by name.
+        ("c6", vec![(whole.as_str(), "[other, needed]")], Ok(())),
+        (
+            "c7",
+            vec![(whole.as_str(), "[other, gone, away]")],
+            rejected("required plugins \"gone,away\" not present"),
+        ),
+    ] {
+        assert_eq!(
+            create(&h, annotated(ctr, &annotations)).await,
+            outcome,
+            "{ctr}"
+        );
+    }
 }

@@ -178,14 +178,7 @@ fn registering_twice_is_refused() {
         let (h, _good) = harness_with_good_plugin().await;
         let base = Baseline::take(&h);
 
-        let twice = RawPlugin::connect(
-            &h.socket,
-            vec![
-                ("Configure", configure_reply(&[Event::RUN_POD_SANDBOX])),
-                ("Synchronize", vec![]),
-            ],
-        )
-        .await;
+        let twice = RawPlugin::connect(&h.socket, idle_methods()).await;
         twice.register("twice", "10").await.unwrap();
         for _ in 0..100 {
             let err = twice.register("twice", "10").await.unwrap_err();
@@ -222,14 +215,7 @@ fn only_registered_plugins_may_update_containers() {
         drop(sneaky);
 
         // A registered plugin's updates do reach the runtime.
-        let honest = RawPlugin::connect(
-            &h.socket,
-            vec![
-                ("Configure", configure_reply(&[Event::RUN_POD_SANDBOX])),
-                ("Synchronize", vec![]),
-            ],
-        )
-        .await;
+        let honest = RawPlugin::connect(&h.socket, idle_methods()).await;
         honest.register("honest", "20").await.unwrap();
         h.wait_plugins(2).await;
         honest.update().await.unwrap();
@@ -247,14 +233,7 @@ fn a_flood_of_update_requests_is_bounded() {
     serial(async {
         let (h, _good) = harness_with_good_plugin().await;
         let base = Baseline::take(&h);
-        let flooder = RawPlugin::connect(
-            &h.socket,
-            vec![
-                ("Configure", configure_reply(&[Event::RUN_POD_SANDBOX])),
-                ("Synchronize", vec![]),
-            ],
-        )
-        .await;
+        let flooder = RawPlugin::connect(&h.socket, idle_methods()).await;
         flooder.register("flooder", "20").await.unwrap();
         h.wait_plugins(2).await;
         let calls: Vec<_> = (0..500)
@@ -315,14 +294,7 @@ fn a_plugin_flooding_requests_without_reading_replies_is_bounded_and_dropped() {
         trunk.set_nonblocking(true).unwrap();
         raw.set_nonblocking(true).unwrap();
         let (trunk, deaf) = Deafened::new(tokio::net::UnixStream::from_std(trunk).unwrap());
-        let flooder = RawPlugin::over(
-            trunk,
-            vec![
-                ("Configure", configure_reply(&[Event::RUN_POD_SANDBOX])),
-                ("Synchronize", vec![]),
-            ],
-        )
-        .await;
+        let flooder = RawPlugin::over(trunk, idle_methods()).await;
         flooder.register("flooder", "20").await.unwrap();
         h.wait_plugins(2).await;
         deaf.store(true, std::sync::atomic::Ordering::Release);
@@ -455,14 +427,11 @@ fn a_5_mib_reply_framed_as_go_frames_it_fails_the_call_not_the_plugin() {
             .await
             .unwrap();
         assert_eq!(
-            rsp.adjust.annotations.get("big").map(String::as_str),
+            annotation(&rsp, "big"),
             Some("small"),
             "the next reply is read in sync"
         );
-        assert_eq!(
-            rsp.adjust.annotations.get("good").map(String::as_str),
-            Some("yes")
-        );
+        assert_eq!(annotation(&rsp, "good"), Some("yes"));
         drop(big);
         good_plugin_still_adjusts(&h, "c3").await;
         base.restored(&h).await;

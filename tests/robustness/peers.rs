@@ -79,6 +79,15 @@ pub struct RawPlugin {
     _server: ttrpc::r#async::Server,
 }
 
+/// The methods of a raw plugin that registers, subscribes to RunPodSandbox
+/// only (which no test sends it) and acknowledges Synchronize.
+pub fn idle_methods() -> Vec<(&'static str, Vec<u8>)> {
+    vec![
+        ("Configure", configure_reply(&[api::Event::RUN_POD_SANDBOX])),
+        ("Synchronize", vec![]),
+    ]
+}
+
 pub fn configure_reply(events: &[api::Event]) -> Vec<u8> {
     api::ConfigureResponse {
         events: api::EventMask::of(events).raw(),
@@ -223,7 +232,7 @@ pub async fn good_plugin_still_adjusts(h: &crate::common::Harness, ctr: &str) {
         .await
         .expect("creation with the good plugin");
     assert_eq!(
-        rsp.adjust.annotations.get("good").map(String::as_str),
+        crate::common::annotation(&rsp, "good"),
         Some("yes"),
         "the good plugin's adjustment is there"
     );
