@@ -1,6 +1,6 @@
 //! The deprecated StateChange fallback (checklist 3.5) and the deprecation
 //! recorder (6.7), with plugins whose ttrpc server lacks per-event methods,
-//! as plugins built with stubs older than NRI v0.2 do.
+//! as plugins built with older stubs do.
 
 use std::sync::{Arc, Mutex};
 
@@ -60,26 +60,12 @@ async fn a_plugin_without_dedicated_rpcs_gets_state_change_and_the_recorder_is_t
     .await;
     old.register("old", "10").await.unwrap();
     // A plugin with every RPC is not affected by its neighbour's fallback.
-    let all: Vec<(&str, Vec<u8>)> = [
-        "RunPodSandbox",
-        "PostUpdatePodSandbox",
-        "StopPodSandbox",
-        "RemovePodSandbox",
-        "PostCreateContainer",
-        "StartContainer",
-        "PostStartContainer",
-        "PostUpdateContainer",
-        "RemoveContainer",
-        "UpdatePodSandbox",
-        "UpdateContainer",
-        "StopContainer",
-        "CreateContainer",
-        "Synchronize",
-    ]
-    .into_iter()
-    .map(|m| (m, vec![]))
-    .chain([("Configure", configure_reply(lifecycle_events()))])
-    .collect();
+    let all: Vec<(&str, Vec<u8>)> = LIFECYCLE
+        .into_iter()
+        .chain(["Synchronize"])
+        .map(|m| (m, vec![]))
+        .chain([("Configure", configure_reply(lifecycle_events()))])
+        .collect();
     let modern = RawPlugin::over(trunk().await, all).await;
     modern.register("modern", "20").await.unwrap();
     h.wait_plugins(2).await;
