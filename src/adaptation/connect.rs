@@ -13,6 +13,7 @@ use tokio::net::UnixStream;
 use tokio::sync::{oneshot, Semaphore};
 
 use super::plugin::{Origin, Plugin, Transport};
+use super::replies::Replies;
 use super::{Core, Error};
 use crate::api::{self, ttrpc::PluginClient};
 use crate::mux::{self, Mux};
@@ -155,7 +156,12 @@ pub(crate) async fn connect(
         plugin: OnceLock::new(),
         updates_in_flight: Semaphore::new(MAX_UPDATE_REQUESTS_IN_FLIGHT),
     });
-    let runtime_conn = mux.open(mux::RUNTIME_SERVICE_CONN).map_err(|e| setup(&e))?;
+    let runtime_conn = Replies::new(
+        mux.open(mux::RUNTIME_SERVICE_CONN).map_err(|e| setup(&e))?,
+        mux.clone(),
+        core.request_timeout(),
+        pid.map_or_else(|| "(unknown pid)".to_string(), |pid| format!("[{pid}]")),
+    );
     let mut server = ttrpc::r#async::Server::new()
         .add_listener(runtime_conn.into_ttrpc_listener())
         .register_service(api::ttrpc::create_runtime(service.clone()));

@@ -43,19 +43,12 @@ pub(crate) async fn create_container(
 
     let mut result = CreateResult::new(&mut req);
     // The pristine (normalized) container, before any plugin touches it.
-    let mut validate = (!validators.is_empty()).then(|| ValidateContainerAdjustmentRequest {
+    let validate = (!validators.is_empty()).then(|| ValidateContainerAdjustmentRequest {
         pod: req.pod.clone(),
         container: req.container.clone(),
         ..Default::default()
     });
     for p in &plugins {
-        if let Some(v) = validate.as_mut() {
-            v.plugins.push(PluginInstance {
-                name: p.base.clone(),
-                index: p.idx.clone(),
-                ..Default::default()
-            });
-        }
         let Some(rpl) = p.relay(&req).await? else {
             continue;
         };
@@ -74,6 +67,19 @@ pub(crate) async fn create_container(
     let Some(mut validate) = validate else {
         return Ok(result.into_response());
     };
+    // Every plugin taking part, subscribed or not, in invocation order; but
+    // not one that has gone (even during this event), so that a required
+    // plugin that is gone never lets a container through. Upstream lists
+    // the plugins it was about to call, gone ones included.
+    validate.plugins = plugins
+        .iter()
+        .filter(|p| !p.is_closed())
+        .map(|p| PluginInstance {
+            name: p.base.clone(),
+            index: p.idx.clone(),
+            ..Default::default()
+        })
+        .collect();
     let rpl = result.response();
     validate.adjust = rpl.adjust.clone();
     validate.update = rpl.update.clone();

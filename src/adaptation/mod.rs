@@ -40,6 +40,7 @@ mod error;
 mod launch;
 mod listener;
 mod plugin;
+mod replies;
 pub(crate) mod result;
 mod sync;
 

@@ -2,7 +2,7 @@
 //! callbacks, and a configurable Rust stub plugin.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use nri::adaptation::{Adaptation, BoxError, Error, Metrics, Options, SyncCb};
@@ -13,10 +13,26 @@ use tokio::sync::watch;
 /// The longest any test waits for something it observes.
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
+/// One `record_plugin_adjustments` call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Adjustments {
+    pub plugin: String,
+    pub op: String,
+    pub adjust: Option<ContainerAdjustment>,
+    pub updates: usize,
+    pub evicts: usize,
+}
+
 /// Records what metrics the adaptation reports.
 #[derive(Default)]
 pub struct Recorded {
+    /// (plugin, op, failed)
     pub invocations: Mutex<Vec<(String, String, bool)>>,
+    /// (plugin, op, latency)
+    pub latencies: Mutex<Vec<(String, String, Duration)>>,
+    pub adjustments: Mutex<Vec<Adjustments>>,
+    /// Every plugin count reported, in order.
+    pub counts: Mutex<Vec<usize>>,
     pub count: Mutex<Option<watch::Sender<usize>>>,
 }
 
@@ -30,7 +46,31 @@ impl Metrics for TestMetrics {
             err.is_some(),
         ));
     }
+    fn record_plugin_latency(&self, plugin: &str, op: &str, latency: Duration) {
+        self.0
+            .latencies
+            .lock()
+            .unwrap()
+            .push((plugin.to_string(), op.to_string(), latency));
+    }
+    fn record_plugin_adjustments(
+        &self,
+        plugin: &str,
+        op: &str,
+        adjust: Option<&ContainerAdjustment>,
+        updates: usize,
+        evicts: usize,
+    ) {
+        self.0.adjustments.lock().unwrap().push(Adjustments {
+            plugin: plugin.to_string(),
+            op: op.to_string(),
+            adjust: adjust.cloned(),
+            updates,
+            evicts,
+        });
+    }
     fn update_plugin_count(&self, n: usize) {
+        self.0.counts.lock().unwrap().push(n);
         if let Some(tx) = self.0.count.lock().unwrap().as_ref() {
             tx.send_replace(n);
         }
@@ -46,6 +86,8 @@ pub struct RuntimeState {
     pub unsolicited: Vec<ContainerUpdate>,
     pub syncs: usize,
     pub fail_sync: bool,
+    /// The update callback applies nothing and reports every update failed.
+    pub fail_updates: bool,
 }
 
 pub struct Harness {
@@ -70,7 +112,7 @@ impl Harness {
         let _ = env_logger_init();
         // NRI_TEST_KEEP=1 keeps the temp dir (plugin logs, stderr) for a post-mortem.
         let dir = tempfile::Builder::new()
-            .keep(std::env::var_os("NRI_TEST_KEEP").is_some())
+            .disable_cleanup(std::env::var_os("NRI_TEST_KEEP").is_some())
             .tempdir()
             .unwrap();
         let socket = dir.path().join("run/nri.sock");
@@ -111,8 +153,12 @@ impl Harness {
             move |updates: Vec<ContainerUpdate>| {
                 let state = Arc::clone(&s2);
                 async move {
-                    state.lock().unwrap().unsolicited.extend(updates);
-                    Ok::<_, BoxError>(Vec::new())
+                    let mut s = state.lock().unwrap();
+                    if s.fail_updates {
+                        return Ok::<_, BoxError>(updates);
+                    }
+                    s.unsolicited.extend(updates);
+                    Ok(Vec::new())
                 }
             },
             tweak(opts),
@@ -175,9 +221,54 @@ impl Harness {
     }
 }
 
-/// Core logs go to the test output when RUST_LOG is set.
+/// Core logs go to the test output when RUST_LOG is set; the adaptation's
+/// messages at info level and above are also kept for [`logged`].
 fn env_logger_init() -> Result<(), log::SetLoggerError> {
-    env_logger::builder().is_test(true).try_init()
+    let inner = env_logger::builder().is_test(true).build();
+    let max = inner.filter().max(log::LevelFilter::Info);
+    log::set_boxed_logger(Box::new(TestLogger(inner)))?;
+    log::set_max_level(max);
+    Ok(())
+}
+
+fn log_lines() -> &'static Mutex<Vec<String>> {
+    static LINES: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    LINES.get_or_init(Mutex::default)
+}
+
+struct TestLogger(env_logger::Logger);
+
+impl log::Log for TestLogger {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        is_kept(m) || self.0.enabled(m)
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        if is_kept(record.metadata()) {
+            log_lines().lock().unwrap().push(record.args().to_string());
+        }
+        if self.0.matches(record) {
+            self.0.log(record);
+        }
+    }
+    fn flush(&self) {
+        self.0.flush();
+    }
+}
+
+fn is_kept(m: &log::Metadata<'_>) -> bool {
+    m.level() <= log::Level::Info && m.target().starts_with("nri::adaptation")
+}
+
+/// The adaptation's log messages (info and above, of every test in this
+/// process) that contain `needle`.
+pub fn logged(needle: &str) -> Vec<String> {
+    log_lines()
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains(needle))
+        .cloned()
+        .collect()
 }
 
 pub fn pod(id: &str) -> api::PodSandbox {
@@ -199,12 +290,110 @@ pub fn container(pod: &str, id: &str) -> api::Container {
     }
 }
 
+/// A request of type `api::$req` for pod `$pod` (and container `$ctr`).
+macro_rules! req {
+    ($req:ident, $pod:expr) => {
+        nri::api::$req {
+            pod: protobuf::MessageField::some($crate::common::pod($pod)),
+            ..Default::default()
+        }
+    };
+    ($req:ident, $pod:expr, $ctr:expr) => {
+        nri::api::$req {
+            pod: protobuf::MessageField::some($crate::common::pod($pod)),
+            container: protobuf::MessageField::some($crate::common::container($pod, $ctr)),
+            ..Default::default()
+        }
+    };
+}
+#[allow(unused_imports)] // tests/robustness shares this file
+pub(crate) use req;
+
+/// The RPCs [`lifecycle`] raises, in order.
+pub const LIFECYCLE: [&str; 13] = [
+    "RunPodSandbox",
+    "UpdatePodSandbox",
+    "PostUpdatePodSandbox",
+    "CreateContainer",
+    "PostCreateContainer",
+    "StartContainer",
+    "PostStartContainer",
+    "UpdateContainer",
+    "PostUpdateContainer",
+    "StopContainer",
+    "RemoveContainer",
+    "StopPodSandbox",
+    "RemovePodSandbox",
+];
+
+/// Every lifecycle event once, in lifecycle order, for pod `p` and its
+/// container `c`; only CreateContainer may fail.
+pub async fn lifecycle(
+    h: &Harness,
+    p: &str,
+    c: &str,
+) -> Result<api::CreateContainerResponse, Error> {
+    let nri = &h.nri;
+    nri.run_pod_sandbox(req!(RunPodSandboxRequest, p))
+        .await
+        .unwrap();
+    nri.update_pod_sandbox(req!(UpdatePodSandboxRequest, p))
+        .await
+        .unwrap();
+    nri.post_update_pod_sandbox(req!(PostUpdatePodSandboxRequest, p))
+        .await
+        .unwrap();
+    let created = nri.create_container(create_req(p, c)).await;
+    nri.post_create_container(req!(PostCreateContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.start_container(req!(StartContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.post_start_container(req!(PostStartContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.update_container(req!(UpdateContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.post_update_container(req!(PostUpdateContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.stop_container(req!(StopContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.remove_container(req!(RemoveContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.stop_pod_sandbox(req!(StopPodSandboxRequest, p))
+        .await
+        .unwrap();
+    nri.remove_pod_sandbox(req!(RemovePodSandboxRequest, p))
+        .await
+        .unwrap();
+    created
+}
+
 pub fn create_req(pod_id: &str, id: &str) -> api::CreateContainerRequest {
     api::CreateContainerRequest {
         pod: protobuf::MessageField::some(pod(pod_id)),
         container: protobuf::MessageField::some(container(pod_id, id)),
         ..Default::default()
     }
+}
+
+/// The annotation `key` as a creation's merged adjustment sets it.
+pub fn annotation<'a>(rsp: &'a api::CreateContainerResponse, key: &str) -> Option<&'a str> {
+    rsp.adjust.annotations.get(key).map(String::as_str)
+}
+
+/// Why creating this container fails; panics if it succeeds.
+pub async fn creation_error(h: &Harness, req: api::CreateContainerRequest) -> String {
+    h.nri
+        .create_container(req)
+        .await
+        .expect_err("the creation succeeded")
+        .to_string()
 }
 
 pub type Adjuster = Arc<

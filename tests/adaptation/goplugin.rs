@@ -7,13 +7,13 @@ use std::process::{Child, Command};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use nri::api::{self, ContainerAdjustment};
 use serde_json::{json, Value};
 
 use crate::common::*;
+use crate::peers::good_plugin;
 
 /// Builds the Go test plugin once per test run (Go caches the build).
-fn go_plugin() -> &'static Path {
+pub fn go_plugin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -66,6 +66,10 @@ impl GoPlugin {
         read_log(&self.log)
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn wait(&mut self) -> std::process::ExitStatus {
         self.child.wait().unwrap()
     }
@@ -79,7 +83,7 @@ fn read_log(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn events_of(calls: &[Value]) -> Vec<String> {
+pub fn events_of(calls: &[Value]) -> Vec<String> {
     calls
         .iter()
         .map(|c| c["event"].as_str().unwrap().to_string())
@@ -101,93 +105,18 @@ async fn go_plugin_sees_the_whole_lifecycle_and_adjusts() {
     );
     h.wait_plugins(1).await;
 
-    let pod_req = || protobuf::MessageField::some(pod("p"));
-    let ctr_req = || protobuf::MessageField::some(container("p", "c"));
-    h.nri
-        .run_pod_sandbox(api::RunPodSandboxRequest {
-            pod: pod_req(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    let rsp = h.nri.create_container(create_req("p", "c")).await.unwrap();
-    assert_eq!(
-        rsp.adjust.annotations.get("go").map(String::as_str),
-        Some("was-here")
-    );
-    h.nri
-        .post_create_container(api::PostCreateContainerRequest {
-            pod: pod_req(),
-            container: ctr_req(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    h.nri
-        .start_container(api::StartContainerRequest {
-            pod: pod_req(),
-            container: ctr_req(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    h.nri
-        .update_container(api::UpdateContainerRequest {
-            pod: pod_req(),
-            container: ctr_req(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    h.nri
-        .stop_container(api::StopContainerRequest {
-            pod: pod_req(),
-            container: ctr_req(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    h.nri
-        .remove_container(api::RemoveContainerRequest {
-            pod: pod_req(),
-            container: ctr_req(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    h.nri
-        .stop_pod_sandbox(api::StopPodSandboxRequest {
-            pod: pod_req(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    h.nri
-        .remove_pod_sandbox(api::RemovePodSandboxRequest {
-            pod: pod_req(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let rsp = lifecycle(&h, "p", "c").await.unwrap();
+    assert_eq!(annotation(&rsp, "go"), Some("was-here"));
 
+    let mut expected = vec!["Configure", "Synchronize"];
+    for rpc in LIFECYCLE {
+        expected.push(rpc);
+        if rpc == "CreateContainer" {
+            expected.push("ValidateContainerAdjustment");
+        }
+    }
     let calls = go.calls();
-    assert_eq!(
-        events_of(&calls),
-        [
-            "Configure",
-            "Synchronize",
-            "RunPodSandbox",
-            "CreateContainer",
-            "ValidateContainerAdjustment",
-            "PostCreateContainer",
-            "StartContainer",
-            "UpdateContainer",
-            "StopContainer",
-            "RemoveContainer",
-            "StopPodSandbox",
-            "RemovePodSandbox",
-        ]
-    );
+    assert_eq!(events_of(&calls), expected);
     let configure = &calls[0];
     assert_eq!(configure["config"], "");
 }
@@ -214,10 +143,7 @@ async fn pre_installed_go_plugin_is_launched_configured_and_synchronized() {
     assert_eq!(h.nri.plugins(), ["30-go"], "synchronized inside start()");
     assert_eq!(h.state.lock().unwrap().syncs, 1);
     h.nri
-        .run_pod_sandbox(api::RunPodSandboxRequest {
-            pod: protobuf::MessageField::some(pod("p3")),
-            ..Default::default()
-        })
+        .run_pod_sandbox(req!(RunPodSandboxRequest, "p3"))
         .await
         .unwrap();
     let calls = read_log(&log);
@@ -284,21 +210,10 @@ async fn a_slow_go_plugin_is_dropped_after_the_request_timeout_and_the_event_com
         json!({"events": "createcontainer", "delay_ms": {"CreateContainer": 3000}}),
     );
     h.wait_plugins(1).await;
-    h.connect(
-        "good",
-        "50",
-        TestPlugin::adjusting(|_| {
-            let mut a = ContainerAdjustment::default();
-            a.add_annotation("good", "yes");
-            Ok((a, vec![]))
-        }),
-    );
+    h.connect("good", "50", good_plugin());
     h.wait_plugins(2).await;
     let rsp = h.nri.create_container(create_req("p", "c")).await.unwrap();
-    assert_eq!(
-        rsp.adjust.annotations.get("good").map(String::as_str),
-        Some("yes")
-    );
+    assert_eq!(annotation(&rsp, "good"), Some("yes"));
     assert_eq!(h.nri.plugins(), ["50-good"]);
 }
 
@@ -331,11 +246,7 @@ async fn go_plugin_errors_fail_the_event_unwrapped() {
     h.wait_plugins(1).await;
     let err = h
         .nri
-        .start_container(api::StartContainerRequest {
-            pod: protobuf::MessageField::some(pod("p")),
-            container: protobuf::MessageField::some(container("p", "c")),
-            ..Default::default()
-        })
+        .start_container(req!(StartContainerRequest, "p", "c"))
         .await
         .unwrap_err();
     assert_eq!(err.to_string(), "rpc error: code = Unknown desc = no way");
@@ -413,15 +324,7 @@ async fn a_plugin_that_stops_reading_costs_one_timeout() {
     h.nri.start().await.unwrap();
     let frozen = GoPlugin::start(&h, "frozen", "10", json!({"events": "createcontainer"}));
     h.wait_plugins(1).await;
-    h.connect(
-        "good",
-        "50",
-        TestPlugin::adjusting(|_| {
-            let mut a = ContainerAdjustment::default();
-            a.add_annotation("good", "yes");
-            Ok((a, vec![]))
-        }),
-    );
+    h.connect("good", "50", good_plugin());
     h.wait_plugins(2).await;
     // SAFETY: plain kill(2) on our own child.
     assert_eq!(
@@ -439,10 +342,7 @@ async fn a_plugin_that_stops_reading_costs_one_timeout() {
     }
     let started = std::time::Instant::now();
     let rsp = h.nri.create_container(req).await.unwrap();
-    assert_eq!(
-        rsp.adjust.annotations.get("good").map(String::as_str),
-        Some("yes")
-    );
+    assert_eq!(annotation(&rsp, "good"), Some("yes"));
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "took {:?}",
@@ -454,8 +354,69 @@ async fn a_plugin_that_stops_reading_costs_one_timeout() {
         .create_container(create_req("p", "next"))
         .await
         .unwrap();
-    assert_eq!(
-        rsp.adjust.annotations.get("good").map(String::as_str),
-        Some("yes")
+    assert_eq!(annotation(&rsp, "good"), Some("yes"));
+}
+
+/// The largest reply a Go plugin sends: ttrpc's 4 MiB, which Go writes as a
+/// 4096-byte frame and one frame of nearly 4 MiB. It arrives whole.
+#[tokio::test]
+async fn a_go_plugin_reply_of_almost_4_mib_arrives_whole() {
+    let h = Harness::start_with(
+        |o| o.request_timeout(Duration::from_secs(10)),
+        RuntimeState::default(),
+    )
+    .await;
+    h.nri.start().await.unwrap();
+    let value = "x".repeat((4 << 20) - 1024);
+    let _big = GoPlugin::start(
+        &h,
+        "big",
+        "10",
+        json!({"events": "createcontainer",
+               "replies": {"CreateContainer": {"adjust": {"annotations": {"big": value}}}}}),
+    );
+    h.wait_plugins(1).await;
+    let rsp = h.nri.create_container(create_req("p", "c")).await.unwrap();
+    assert_eq!(rsp.adjust.annotations.get("big"), Some(&value));
+    assert_eq!(h.nri.plugins(), ["10-big"]);
+}
+
+/// A Go plugin cannot send a reply over ttrpc's 4 MiB limit: its ttrpc
+/// server refuses to write it, puts nothing on the wire and closes its end of
+/// the connection, so the plugin never answers again. The runtime drops it
+/// after one request timeout, as upstream does; the event completes.
+#[tokio::test]
+async fn a_go_plugin_whose_reply_exceeds_4_mib_falls_silent_and_costs_one_timeout() {
+    let h = Harness::start_with(
+        |o| o.request_timeout(Duration::from_secs(1)),
+        RuntimeState::default(),
+    )
+    .await;
+    h.nri.start().await.unwrap();
+    let _big = GoPlugin::start(
+        &h,
+        "big",
+        "10",
+        json!({"events": "createcontainer",
+               "replies": {"CreateContainer": {"adjust": {"annotations": {"big": "x".repeat(5 << 20)}}}}}),
+    );
+    h.wait_plugins(1).await;
+    h.connect("good", "50", good_plugin());
+    h.wait_plugins(2).await;
+    let started = std::time::Instant::now();
+    let rsp = h.nri.create_container(create_req("p", "c")).await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(annotation(&rsp, "good"), Some("yes"));
+    assert!(!rsp.adjust.annotations.contains_key("big"));
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(3),
+        "took {took:?}"
+    );
+    assert_eq!(h.nri.plugins(), ["50-good"]);
+    let stderr = std::fs::read_to_string(h.dir.path().join("10-big.stderr")).unwrap();
+    assert!(
+        stderr.contains("failed sending message on channel")
+            && stderr.contains("exceed maximum message size of 4194304"),
+        "the Go side refused to send: {stderr}"
     );
 }

@@ -25,10 +25,7 @@ async fn external_plugins_register_get_events_in_index_order_and_adjust() {
     assert_eq!(h.nri.plugins(), ["10-early", "90-late"]);
 
     h.nri
-        .run_pod_sandbox(api::RunPodSandboxRequest {
-            pod: protobuf::MessageField::some(pod("p1")),
-            ..Default::default()
-        })
+        .run_pod_sandbox(req!(RunPodSandboxRequest, "p1"))
         .await
         .unwrap();
     let rsp = h
@@ -72,11 +69,7 @@ async fn subscription_masks_filter_events() {
         p.clone(),
     );
     h.wait_plugins(1).await;
-    let ctr = api::StartContainerRequest {
-        pod: protobuf::MessageField::some(pod("p")),
-        container: protobuf::MessageField::some(container("p", "c")),
-        ..Default::default()
-    };
+    let ctr = req!(StartContainerRequest, "p", "c");
     h.nri.create_container(create_req("p", "c")).await.unwrap();
     h.nri.start_container(ctr).await.unwrap();
     assert_eq!(p.events(), ["StartContainer c"]);
@@ -119,10 +112,7 @@ async fn remove_then_set_overrides_an_earlier_plugin() {
     h.connect("b", "20", annotating("team", "b", true));
     h.wait_plugins(2).await;
     let rsp = h.nri.create_container(create_req("p", "c")).await.unwrap();
-    assert_eq!(
-        rsp.adjust.annotations.get("team").map(String::as_str),
-        Some("b")
-    );
+    assert_eq!(annotation(&rsp, "team"), Some("b"));
 }
 
 #[tokio::test]

@@ -1,7 +1,14 @@
 //! The Rust adaptation core hosting real plugins over real sockets: Rust
 //! stub plugins in-process, upstream Go stub plugins as processes, and
-//! hostile peers speaking raw bytes.
+//! hand-built peers speaking raw ttrpc.
 
 mod common;
+mod fallback;
 mod goplugin;
+mod handshake;
 mod lifecycle;
+mod metrics;
+#[allow(dead_code)]
+#[path = "../robustness/peers.rs"]
+mod peers;
+mod validator;

@@ -464,6 +464,12 @@ func TestExternalLogAndReplies(t *testing.T) {
 	if e := entries[0]; e.Event != "Configure" || e.Method != "Configure" || e.Plugin != "10-ext" || e.Config != "" {
 		t.Errorf("bad Configure line %+v", e)
 	}
+	// Upstream sends its name, version, the module's NRI version and the
+	// default timeouts in milliseconds.
+	if e := entries[0]; e.RuntimeName != "test-runtime" || e.RuntimeVersion != "v0.0.1" ||
+		e.NRIVersion != "v0.12.2" || e.RegistrationTimeoutMs != 5000 || e.RequestTimeoutMs != 2000 {
+		t.Errorf("bad Configure fields %+v", e)
+	}
 	if e := entries[1]; e.Event != "Synchronize" || e.Pods != 2 || e.Containers != 3 || e.More {
 		t.Errorf("bad Synchronize line %+v", e)
 	}

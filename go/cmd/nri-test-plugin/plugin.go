@@ -236,6 +236,12 @@ type logEntry struct {
 	Pods       int    `json:"pods"`
 	Containers int    `json:"containers"`
 	Config     string `json:"config"`
+	// What the runtime sent in Configure.
+	RuntimeName           string `json:"runtime_name"`
+	RuntimeVersion        string `json:"runtime_version"`
+	NRIVersion            string `json:"nri_version"`
+	RegistrationTimeoutMs int64  `json:"registration_timeout_ms"`
+	RequestTimeoutMs      int64  `json:"request_timeout_ms"`
 }
 
 // intercept logs each request and applies exit_on as soon as the request
@@ -281,6 +287,8 @@ func (p *plugin) received(rpc string, req interface{}) {
 	switch r := req.(type) {
 	case *api.ConfigureRequest:
 		e.Config = r.Config
+		e.RuntimeName, e.RuntimeVersion, e.NRIVersion = r.RuntimeName, r.RuntimeVersion, r.NRIVersion
+		e.RegistrationTimeoutMs, e.RequestTimeoutMs = r.RegistrationTimeout, r.RequestTimeout
 		s, err := resolveScript(p.flagScript, r.Config)
 		if err != nil {
 			// Configure's handler fails with this, so the stub's Start
