@@ -72,7 +72,7 @@ func rustBinary(t *testing.T, name string) string {
 
 // plugin is one plugin implementation to host.
 type plugin struct {
-	name   string   // registered as idx-name
+	name   string // registered as idx-name
 	idx    string
 	bin    string   // executable
 	args   []string // command line (the runtime passes none; a wrapper adds them)
@@ -127,7 +127,9 @@ func tempDir(t *testing.T) string {
 				t.Logf("%s:\n%s", filepath.Base(log), data)
 			}
 		}
-		os.RemoveAll(dir)
+		if os.Getenv("NRI_COMPAT_KEEP") == "" {
+			os.RemoveAll(dir)
+		}
 	})
 	return dir
 }
@@ -169,9 +171,10 @@ func prototext(m proto.Message) string {
 	return fmt.Sprint(m)
 }
 
-// request builds the CreateContainerRequest of a case.
+// request builds the CreateContainerRequest of a case: a deep copy, since
+// upstream's adaptation edits the request's container while merging.
 func (c testCase) request() *api.CreateContainerRequest {
-	return &api.CreateContainerRequest{Pod: c.pod, Container: c.ctr}
+	return proto.Clone(&api.CreateContainerRequest{Pod: c.pod, Container: c.ctr}).(*api.CreateContainerRequest)
 }
 
 // quietOnce silences upstream's runtime logs unless asked for.

@@ -140,27 +140,48 @@ fn decode<T: serde::de::DeserializeOwned>(
 /// scheduler, network devices, sysctl, memory policy).
 pub fn parse(annotations: &HashMap<String, String>, ctr: &str) -> Result<Request, String> {
     Ok(Request {
-        devices: decode(annotations, DEVICE_KEY, OLD_DEVICE_KEY, ctr, "device")?.unwrap_or_default(),
+        devices: decode(annotations, DEVICE_KEY, OLD_DEVICE_KEY, ctr, "device")?
+            .unwrap_or_default(),
         cdi_devices: decode(
             annotations,
             CDI_DEVICE_KEY,
             OLD_CDI_DEVICE_KEY,
             ctr,
             "CDI device",
-        )?.unwrap_or_default(),
+        )?
+        .unwrap_or_default(),
         mounts: decode(annotations, MOUNT_KEY, OLD_MOUNT_KEY, ctr, "mount")?.unwrap_or_default(),
-        io_priority: decode(annotations, IO_PRIO_KEY, OLD_IO_PRIO_KEY, ctr, "I/O priority")?,
-        scheduler: decode(annotations, SCHEDULER_KEY, OLD_SCHEDULER_KEY, ctr, "scheduler")?,
+        io_priority: decode(
+            annotations,
+            IO_PRIO_KEY,
+            OLD_IO_PRIO_KEY,
+            ctr,
+            "I/O priority",
+        )?,
+        scheduler: decode(
+            annotations,
+            SCHEDULER_KEY,
+            OLD_SCHEDULER_KEY,
+            ctr,
+            "scheduler",
+        )?,
         net_devices: decode(
             annotations,
             NET_DEVICE_KEY,
             OLD_NET_DEVICE_KEY,
             ctr,
             "net device",
-        )?.unwrap_or_default(),
-        sysctl: decode::<Option<BTreeMap<String, String>>>(annotations, SYSCTL_KEY, "", ctr, "sysctl")?
-            .flatten()
-            .unwrap_or_default(),
+        )?
+        .unwrap_or_default(),
+        sysctl: decode::<Option<BTreeMap<String, String>>>(
+            annotations,
+            SYSCTL_KEY,
+            "",
+            ctr,
+            "sysctl",
+        )?
+        .flatten()
+        .unwrap_or_default(),
         memory_policy: decode::<Option<MemoryPolicy>>(
             annotations,
             MEMORY_POLICY_KEY,
@@ -334,7 +355,9 @@ pub fn adjustment(
         info!("{name}: adjusted sysctl {ctl}={val}...");
     }
     if let Some(pol) = &req.memory_policy {
-        let p = pol.to_nri().map_err(|e| format!("invalid memory policy: {e}"))?;
+        let p = pol
+            .to_nri()
+            .map_err(|e| format!("invalid memory policy: {e}"))?;
         let flags: Vec<MpolFlag> = p.flags.iter().filter_map(|f| f.enum_value().ok()).collect();
         adjust.set_linux_memory_policy(pol_mode(&p), p.nodes.clone(), &flags);
         info!("{name}: adjusted memory policy to mode={}...", pol.mode);
@@ -373,15 +396,24 @@ mod tests {
         assert_eq!(devs[1].path, "/dev/b");
         assert!(devs[1].file_mode.is_none());
         // Another container gets nothing from a container-specific key.
-        assert_eq!(adjustment(&a, "c1", "pod/c1").unwrap(), ContainerAdjustment::new());
+        assert_eq!(
+            adjustment(&a, "c1", "pod/c1").unwrap(),
+            ContainerAdjustment::new()
+        );
     }
 
     #[test]
     fn precedence_of_keys() {
         let a = ann(&[
             ("mounts.nri.io", "- {source: /old, destination: /old}"),
-            ("mounts.noderesource.dev/pod", "- {source: /pod, destination: /pod}"),
-            ("mounts.nri.io/container.c2", "- {source: /c2, destination: /c2, type: bind, options: [bind, ro]}"),
+            (
+                "mounts.noderesource.dev/pod",
+                "- {source: /pod, destination: /pod}",
+            ),
+            (
+                "mounts.nri.io/container.c2",
+                "- {source: /c2, destination: /c2, type: bind, options: [bind, ro]}",
+            ),
         ]);
         let r = parse(&a, "c2").unwrap();
         assert_eq!(r.mounts[0].source, "/c2");
@@ -392,12 +424,30 @@ mod tests {
     #[test]
     fn cdi_net_sysctl_sched_ioprio_mempolicy() {
         let a = ann(&[
-            ("cdi-devices.nri.io", "- vendor0.com/device=null\n- vendor1.com/device=dev1\n"),
-            ("network-devices.noderesource.dev/container.c0", "- hostIf: ens2.100\n  Name: netdev0\n"),
-            ("sysctl.noderesource.dev/pod", "net.core.somaxconn: 256\nnet.ipv4.ip_forward: \"1\"\n"),
-            ("scheduling-policy.noderesource.dev", "policy: SCHED_FIFO\npriority: 10\nflags: [SCHED_FLAG_RECLAIM, bogus]\n"),
-            ("io-priority.noderesource.dev", "class: IOPRIO_CLASS_RT\npriority: 2\n"),
-            ("memory-policy.noderesource.dev", "mode: MPOL_INTERLEAVE\nnodes: 2,3\nflags: [MPOL_F_STATIC_NODES]\n"),
+            (
+                "cdi-devices.nri.io",
+                "- vendor0.com/device=null\n- vendor1.com/device=dev1\n",
+            ),
+            (
+                "network-devices.noderesource.dev/container.c0",
+                "- hostIf: ens2.100\n  Name: netdev0\n",
+            ),
+            (
+                "sysctl.noderesource.dev/pod",
+                "net.core.somaxconn: 256\nnet.ipv4.ip_forward: \"1\"\n",
+            ),
+            (
+                "scheduling-policy.noderesource.dev",
+                "policy: SCHED_FIFO\npriority: 10\nflags: [SCHED_FLAG_RECLAIM, bogus]\n",
+            ),
+            (
+                "io-priority.noderesource.dev",
+                "class: IOPRIO_CLASS_RT\npriority: 2\n",
+            ),
+            (
+                "memory-policy.noderesource.dev",
+                "mode: MPOL_INTERLEAVE\nnodes: 2,3\nflags: [MPOL_F_STATIC_NODES]\n",
+            ),
         ]);
         let adj = adjustment(&a, "c0", "p/c0").unwrap();
         assert_eq!(adj.CDI_devices.len(), 2);
@@ -410,7 +460,10 @@ mod tests {
             s.flags.iter().map(|f| f.value()).collect::<Vec<_>>(),
             [1, 0] // unknown flag names map to the zero value, as upstream
         );
-        assert_eq!(adj.linux.io_priority.class.enum_value(), Ok(IOPrioClass::IOPRIO_CLASS_RT));
+        assert_eq!(
+            adj.linux.io_priority.class.enum_value(),
+            Ok(IOPrioClass::IOPRIO_CLASS_RT)
+        );
         assert_eq!(adj.linux.memory_policy.nodes, "2,3");
         assert_eq!(adj.linux.memory_policy.flags.len(), 1);
     }
@@ -427,17 +480,61 @@ mod tests {
     fn malformed_annotations_are_errors() {
         for (key, value, want) in [
             ("devices.nri.io", "- path: [", "invalid device annotation"),
-            ("devices.nri.io", "path: /dev/x", "invalid device annotation"),
-            ("devices.nri.io", "- major: one", "invalid device annotation"),
-            ("cdi-devices.nri.io", "vendor.com/device=x", "invalid CDI device annotation"),
-            ("mounts.nri.io", "- options: bind", "invalid mount annotation"),
-            ("io-priority.nri.io", "- class: x", "invalid I/O priority annotation"),
-            ("scheduling-policy.nri.io", "nice: lots", "invalid scheduler annotation"),
-            ("network-devices.nri.io", "hostIf: eth0", "invalid net device annotation"),
-            ("sysctl.noderesource.dev", "- a", "invalid sysctl annotation"),
-            ("memory-policy.nri.io", "mode: [", "invalid memory policy annotation"),
-            ("memory-policy.nri.io", "mode: MPOL_NOPE", "invalid memory policy: invalid memory policy mode \"MPOL_NOPE\""),
-            ("memory-policy.nri.io", "mode: MPOL_BIND\nflags: [X]", "invalid memory policy flag \"X\""),
+            (
+                "devices.nri.io",
+                "path: /dev/x",
+                "invalid device annotation",
+            ),
+            (
+                "devices.nri.io",
+                "- major: one",
+                "invalid device annotation",
+            ),
+            (
+                "cdi-devices.nri.io",
+                "vendor.com/device=x",
+                "invalid CDI device annotation",
+            ),
+            (
+                "mounts.nri.io",
+                "- options: bind",
+                "invalid mount annotation",
+            ),
+            (
+                "io-priority.nri.io",
+                "- class: x",
+                "invalid I/O priority annotation",
+            ),
+            (
+                "scheduling-policy.nri.io",
+                "nice: lots",
+                "invalid scheduler annotation",
+            ),
+            (
+                "network-devices.nri.io",
+                "hostIf: eth0",
+                "invalid net device annotation",
+            ),
+            (
+                "sysctl.noderesource.dev",
+                "- a",
+                "invalid sysctl annotation",
+            ),
+            (
+                "memory-policy.nri.io",
+                "mode: [",
+                "invalid memory policy annotation",
+            ),
+            (
+                "memory-policy.nri.io",
+                "mode: MPOL_NOPE",
+                "invalid memory policy: invalid memory policy mode \"MPOL_NOPE\"",
+            ),
+            (
+                "memory-policy.nri.io",
+                "mode: MPOL_BIND\nflags: [X]",
+                "invalid memory policy flag \"X\"",
+            ),
         ] {
             let err = adjustment(&ann(&[(key, value)]), "c", "p/c").unwrap_err();
             assert!(err.contains(want), "{key}={value:?}: {err}");

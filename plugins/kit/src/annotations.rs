@@ -23,7 +23,11 @@ pub fn lookup_annotation<'a, S: AsRef<str>>(
 /// at each level the current key before the deprecated one.
 pub fn effective_keys(key: &str, old_key: &str, ctr: &str) -> Vec<String> {
     let mut keys = Vec::with_capacity(6);
-    for suffix in [format!("/container.{ctr}"), "/pod".to_string(), String::new()] {
+    for suffix in [
+        format!("/container.{ctr}"),
+        "/pod".to_string(),
+        String::new(),
+    ] {
         for prefix in [key, old_key] {
             if !prefix.is_empty() {
                 keys.push(format!("{prefix}{suffix}"));
@@ -62,7 +66,10 @@ mod tests {
         );
         let mut a = HashMap::new();
         a.insert("devices.nri.io".to_string(), "old".to_string());
-        a.insert("devices.noderesource.dev/pod".to_string(), "pod".to_string());
+        a.insert(
+            "devices.noderesource.dev/pod".to_string(),
+            "pod".to_string(),
+        );
         assert_eq!(lookup_annotation(&a, &keys), Some("pod"));
         a.insert("devices.nri.io/container.c0".to_string(), "c0".to_string());
         assert_eq!(lookup_annotation(&a, &keys), Some("c0"));

@@ -89,7 +89,11 @@ impl Flags {
 
     pub fn parse(&self, args: impl IntoIterator<Item = String>) -> Result<Parsed, FlagError> {
         let mut parsed = Parsed {
-            values: self.specs.iter().map(|s| (s.name, s.default.clone())).collect(),
+            values: self
+                .specs
+                .iter()
+                .map(|s| (s.name, s.default.clone()))
+                .collect(),
             ..Default::default()
         };
         let mut args = args.into_iter().peekable();
@@ -200,7 +204,7 @@ impl Parsed {
 
     /// Whether the flag was given on the command line.
     pub fn is_set(&self, name: &str) -> bool {
-        self.set.iter().any(|s| *s == name)
+        self.set.contains(&name)
     }
 }
 
@@ -246,6 +250,9 @@ mod tests {
         assert!(bad(&["-idx"]).starts_with("flag needs an argument: -idx"));
         assert!(bad(&["-verbose=maybe"]).starts_with("invalid boolean value"));
         assert!(bad(&["---idx"]).starts_with("bad flag syntax"));
-        assert!(matches!(flags().parse(args(&["-h"])), Err(FlagError::Help(_))));
+        assert!(matches!(
+            flags().parse(args(&["-h"])),
+            Err(FlagError::Help(_))
+        ));
     }
 }

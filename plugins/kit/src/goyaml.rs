@@ -41,9 +41,7 @@ fn to_json(v: serde_yaml::Value) -> Result<Value, String> {
                 Value::from(u)
             } else {
                 let f = n.as_f64().unwrap_or(f64::NAN);
-                Value::Number(
-                    Number::from_f64(f).ok_or(format!("json: unsupported value: {f}"))?,
-                )
+                Value::Number(Number::from_f64(f).ok_or(format!("json: unsupported value: {f}"))?)
             }
         }
         Y::String(s) => Value::String(s),
@@ -89,7 +87,10 @@ pub fn parse_go_int(s: &str) -> Option<i128> {
     };
     // Underscores only between digits, and only with base prefix detection
     // (Go allows them for base 0).
-    if digits.is_empty() || digits.starts_with('_') || digits.ends_with('_') || digits.contains("__")
+    if digits.is_empty()
+        || digits.starts_with('_')
+        || digits.ends_with('_')
+        || digits.contains("__")
     {
         return None;
     }
