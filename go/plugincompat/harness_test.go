@@ -408,14 +408,24 @@ func agree(t *testing.T, cases []testCase, aName string, a []outcome, bName stri
 // (plugins/<name>) and upstreamArgs its command line.
 func compare(t *testing.T, rust plugin, upstreamName string, upstreamArgs []string, cases []testCase) {
 	t.Helper()
+	compareWith(t, rust, upstreamName, func(bin string) plugin {
+		up := rust
+		up.bin, up.args = bin, upstreamArgs
+		return up
+	}, cases)
+}
+
+// compareWith is compare with a function making the upstream plugin to
+// host from its binary.
+func compareWith(t *testing.T, rust plugin, upstreamName string, mkUpstream func(bin string) plugin, cases []testCase) {
+	t.Helper()
 	goRust := runGo(t, &rust, nil, cases)
 	rustRust := runRust(t, rust, cases)
 	expected := runExpected(t, cases)
 	agree(t, cases, "go/expected", expected, "go/rust", goRust)
 	agree(t, cases, "go/expected", expected, "rust/rust", rustRust)
 	if bin := upstreamPlugin(t, upstreamName); bin != "" {
-		up := rust
-		up.bin, up.args = bin, upstreamArgs
+		up := mkUpstream(bin)
 		goUp := runGo(t, &up, nil, cases)
 		agree(t, cases, "go/upstream", goUp, "go/rust", goRust)
 		agree(t, cases, "go/upstream", goUp, "go/expected", expected)

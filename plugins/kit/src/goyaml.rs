@@ -22,9 +22,19 @@ use serde_json::{Map, Number, Value};
 /// Decodes `text` (YAML or JSON) into `T` as Go's `yaml.Unmarshal` from
 /// `sigs.k8s.io/yaml` would. The error text is meant for a log line.
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    decode(text, true)
+}
+
+/// Decodes `text` (JSON) into `T` as Go's `encoding/json` would: like
+/// [`from_str`] but a number or boolean is not accepted for a string.
+pub fn from_json_str<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    decode(text, false)
+}
+
+fn decode<T: DeserializeOwned>(text: &str, lenient: bool) -> Result<T, String> {
     let yaml: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
     let json = to_json(yaml)?;
-    T::deserialize(GoValue(json)).map_err(|e| e.to_string())
+    T::deserialize(GoValue(json, lenient)).map_err(|e| e.to_string())
 }
 
 /// YAML value to JSON value, as `sigs.k8s.io/yaml` converts (map keys
@@ -111,7 +121,8 @@ fn go_float_string(f: f64) -> String {
 }
 
 /// A JSON value deserialized with Go `encoding/json` leniency.
-struct GoValue(Value);
+/// `.1`: numbers and booleans may stand for strings (`sigs.k8s.io/yaml`).
+struct GoValue(Value, bool);
 
 fn invalid(v: &Value, exp: &dyn de::Expected) -> serde_json::Error {
     let unexp = match v {
@@ -157,8 +168,8 @@ impl<'de> de::Deserializer<'de> for GoValue {
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
         match self.0 {
-            Value::Array(items) => visitor.visit_seq(Seq(items.into_iter())),
-            Value::Object(map) => visitor.visit_map(Obj::new(map)),
+            Value::Array(items) => visitor.visit_seq(Seq(items.into_iter(), self.1)),
+            Value::Object(map) => visitor.visit_map(Obj::new(map, self.1)),
             other => other.deserialize_any(visitor),
         }
     }
@@ -186,8 +197,8 @@ impl<'de> de::Deserializer<'de> for GoValue {
         match self.0 {
             Value::Null => visitor.visit_string(String::new()),
             Value::String(s) => visitor.visit_string(s),
-            Value::Bool(b) => visitor.visit_string(b.to_string()),
-            Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            Value::Bool(b) if self.1 => visitor.visit_string(b.to_string()),
+            Value::Number(n) if self.1 => match (n.as_i64(), n.as_u64(), n.as_f64()) {
                 (Some(i), _, _) => visitor.visit_string(i.to_string()),
                 (None, Some(u), _) => visitor.visit_string(u.to_string()),
                 (_, _, Some(f)) => visitor.visit_string(go_float_string(f)),
@@ -204,22 +215,22 @@ impl<'de> de::Deserializer<'de> for GoValue {
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
         match self.0 {
             Value::Null => visitor.visit_none(),
-            other => visitor.visit_some(GoValue(other)),
+            other => visitor.visit_some(GoValue(other, self.1)),
         }
     }
 
     fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
         match self.0 {
-            Value::Null => visitor.visit_seq(Seq(Vec::new().into_iter())),
-            Value::Array(items) => visitor.visit_seq(Seq(items.into_iter())),
+            Value::Null => visitor.visit_seq(Seq(Vec::new().into_iter(), self.1)),
+            Value::Array(items) => visitor.visit_seq(Seq(items.into_iter(), self.1)),
             other => Err(invalid(&other, &visitor)),
         }
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
         match self.0 {
-            Value::Null => visitor.visit_map(Obj::new(Map::new())),
-            Value::Object(map) => visitor.visit_map(Obj::new(map)),
+            Value::Null => visitor.visit_map(Obj::new(Map::new(), self.1)),
+            Value::Object(map) => visitor.visit_map(Obj::new(map, self.1)),
             other => Err(invalid(&other, &visitor)),
         }
     }
@@ -231,8 +242,8 @@ impl<'de> de::Deserializer<'de> for GoValue {
         visitor: V,
     ) -> Result<V::Value, Self::Error> {
         match self.0 {
-            Value::Null => visitor.visit_map(Obj::new(Map::new())),
-            Value::Object(map) => visitor.visit_map(Obj::new(fold_keys(map, fields))),
+            Value::Null => visitor.visit_map(Obj::new(Map::new(), self.1)),
+            Value::Object(map) => visitor.visit_map(Obj::new(fold_keys(map, fields), self.1)),
             other => Err(invalid(&other, &visitor)),
         }
     }
@@ -279,7 +290,7 @@ fn fold_keys(map: Map<String, Value>, fields: &'static [&'static str]) -> Map<St
     out
 }
 
-struct Seq(std::vec::IntoIter<Value>);
+struct Seq(std::vec::IntoIter<Value>, bool);
 
 impl<'de> SeqAccess<'de> for Seq {
     type Error = serde_json::Error;
@@ -289,7 +300,7 @@ impl<'de> SeqAccess<'de> for Seq {
     ) -> Result<Option<T::Value>, Self::Error> {
         self.0
             .next()
-            .map(|v| seed.deserialize(GoValue(v)))
+            .map(|v| seed.deserialize(GoValue(v, self.1)))
             .transpose()
     }
 }
@@ -297,13 +308,15 @@ impl<'de> SeqAccess<'de> for Seq {
 struct Obj {
     iter: serde_json::map::IntoIter,
     value: Option<Value>,
+    lenient: bool,
 }
 
 impl Obj {
-    fn new(map: Map<String, Value>) -> Self {
+    fn new(map: Map<String, Value>, lenient: bool) -> Self {
         Obj {
             iter: map.into_iter(),
             value: None,
+            lenient,
         }
     }
 }
@@ -326,7 +339,10 @@ impl<'de> MapAccess<'de> for Obj {
         &mut self,
         seed: V,
     ) -> Result<V::Value, Self::Error> {
-        seed.deserialize(GoValue(self.value.take().unwrap_or(Value::Null)))
+        seed.deserialize(GoValue(
+            self.value.take().unwrap_or(Value::Null),
+            self.lenient,
+        ))
     }
 }
 
@@ -368,6 +384,7 @@ mod tests {
         assert_eq!(m["net.core.somaxconn"], "256");
         assert_eq!(m["x"], "true");
         assert_eq!(m["y"], "1.5");
+        assert!(from_json_str::<BTreeMap<String, String>>(r#"{"a": 1}"#).is_err());
         let empty: Vec<Dev> = from_str("").unwrap();
         assert!(empty.is_empty());
     }
