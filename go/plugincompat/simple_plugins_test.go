@@ -128,3 +128,21 @@ func TestWritableCgroups(t *testing.T) {
 	rust.args = []string{"-host-mount-file", filepath.Join(dir, "missing")}
 	compare(t, rust, "writable-cgroups", rust.args, off[1:])
 }
+
+// TestQuietPlugins runs the plugins that only watch (template,
+// network-logger) and checks they adjust nothing and fail nothing.
+func TestQuietPlugins(t *testing.T) {
+	for _, p := range []struct{ name, bin string }{
+		{"template", "nri-template"},
+		{"network-logger", "nri-network-logger"},
+	} {
+		t.Run(p.name, func(t *testing.T) {
+			var cases caseList
+			cases.add("plain", nil, "c", nil, false)
+			c := cases.add("annotated, with network namespace and IPs", map[string]string{"a": "b"}, "c", nil, false)
+			c.pod.Ips = []string{"10.0.0.2"}
+			c.pod.Linux.Namespaces = []*api.LinuxNamespace{{Type: "network", Path: "/var/run/netns/x"}}
+			compare(t, plugin{name: p.name, idx: "10", bin: rustBinary(t, p.bin)}, p.name, nil, cases)
+		})
+	}
+}
