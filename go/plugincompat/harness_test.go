@@ -32,6 +32,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -379,7 +380,21 @@ func pruned(rsp *api.CreateContainerResponse) *api.CreateContainerResponse {
 	}
 	c := proto.Clone(rsp).(*api.CreateContainerResponse)
 	prune(c.ProtoReflect())
+	normalizePids(c.GetAdjust())
 	return c
+}
+
+// loggerPid is the value the logger plugins put into what they add.
+var loggerPid = regexp.MustCompile(`^logger-pid-[0-9]+$`)
+
+// normalizePids makes the logger's process ids comparable.
+func normalizePids(a *api.ContainerAdjustment) {
+	for k, v := range a.GetAnnotations() {
+		a.Annotations[k] = loggerPid.ReplaceAllString(v, "logger-pid-N")
+	}
+	for _, kv := range a.GetEnv() {
+		kv.Value = loggerPid.ReplaceAllString(kv.Value, "logger-pid-N")
+	}
 }
 
 // agree fails the test unless two set-ups gave the same outcomes.

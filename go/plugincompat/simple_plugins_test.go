@@ -146,3 +146,24 @@ func TestQuietPlugins(t *testing.T) {
 		})
 	}
 }
+
+// TestLogger checks the logger's optional adjustments, configured by the
+// runtime, against upstream's logger.
+func TestLogger(t *testing.T) {
+	const pid = "logger-pid-N" // normalized
+	var cases caseList
+	c := cases.add("adds and sets", nil, "c", adjustment(func(a *api.ContainerAdjustment) {
+		a.AddAnnotation("logger.example.com/added", pid)
+		a.RemoveAnnotation("logger.example.com/set")
+		a.AddAnnotation("logger.example.com/set", pid)
+		a.AddEnv("LOGGER_ADDED", pid)
+		a.RemoveEnv("LOGGER_SET")
+		a.AddEnv("LOGGER_SET", pid)
+	}), false)
+	c.ctr.Env = append(c.ctr.Env, "LOGGER_SET=old")
+	c.ctr.Annotations = map[string]string{"logger.example.com/set": "old"}
+	config := "events: [CreateContainer, StopContainer]\naddAnnotation: logger.example.com/added\n" +
+		"setAnnotation: logger.example.com/set\naddEnv: LOGGER_ADDED\nsetEnv: LOGGER_SET\n"
+	compare(t, plugin{name: "logger", idx: "10", bin: rustBinary(t, "nri-logger"), config: config},
+		"logger", nil, cases)
+}
