@@ -200,20 +200,28 @@ func (quietLogger) Errorf(context.Context, string, ...interface{}) {}
 // pre-installed plugin p, or the builtin plugin b when p is nil.
 func runGo(t *testing.T, p *plugin, b *builtin.BuiltinPlugin, cases []testCase) []outcome {
 	t.Helper()
+	if p != nil {
+		return runGoWith(t, []plugin{*p}, nil, cases)
+	}
+	return runGoWith(t, nil, []nri.Option{nri.WithBuiltinPlugins(b)}, cases)
+}
+
+// runGoWith runs the cases through upstream's Go adaptation hosting the
+// pre-installed plugins ps, with extra options.
+func runGoWith(t *testing.T, ps []plugin, extra []nri.Option, cases []testCase) []outcome {
+	t.Helper()
 	quiet()
 	dir := tempDir(t)
-	opts := []nri.Option{
+	opts := append([]nri.Option{
 		nri.WithPluginPath(filepath.Join(dir, "plugins")),
 		nri.WithPluginConfigPath(filepath.Join(dir, "conf.d")),
 		nri.WithDisabledExternalConnections(),
+	}, extra...)
+	for _, sub := range []string{"plugins", "conf.d"} {
+		_ = os.MkdirAll(filepath.Join(dir, sub), 0o755)
 	}
-	if p != nil {
-		install(t, dir, *p)
-	} else {
-		for _, sub := range []string{"plugins", "conf.d"} {
-			_ = os.MkdirAll(filepath.Join(dir, sub), 0o755)
-		}
-		opts = append(opts, nri.WithBuiltinPlugins(b))
+	for _, p := range ps {
+		install(t, dir, p)
 	}
 	syncFn := func(ctx context.Context, cb nri.SyncCB) error {
 		_, err := cb(ctx, nil, nil)
@@ -286,11 +294,13 @@ func orEmpty(a *api.ContainerAdjustment) *api.ContainerAdjustment {
 	return a
 }
 
-// runRust runs the cases through nri-rs's Rust adaptation hosting p.
-func runRust(t *testing.T, p plugin, cases []testCase) []outcome {
+// runRust runs the cases through nri-rs's Rust adaptation hosting ps.
+func runRust(t *testing.T, cases []testCase, ps ...plugin) []outcome {
 	t.Helper()
 	dir := tempDir(t)
-	install(t, dir, p)
+	for _, p := range ps {
+		install(t, dir, p)
+	}
 	var buf bytes.Buffer
 	for _, c := range cases {
 		data, err := proto.Marshal(c.request())
@@ -435,7 +445,7 @@ func compare(t *testing.T, rust plugin, upstreamName string, upstreamArgs []stri
 func compareWith(t *testing.T, rust plugin, upstreamName string, mkUpstream func(bin string) plugin, cases []testCase) {
 	t.Helper()
 	goRust := runGo(t, &rust, nil, cases)
-	rustRust := runRust(t, rust, cases)
+	rustRust := runRust(t, cases, rust)
 	expected := runExpected(t, cases)
 	agree(t, cases, "go/expected", expected, "go/rust", goRust)
 	agree(t, cases, "go/expected", expected, "rust/rust", rustRust)
