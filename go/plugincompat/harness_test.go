@@ -243,11 +243,15 @@ func runGoWith(t *testing.T, ps []plugin, extra []nri.Option, cases []testCase) 
 		if err := r.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: c.pod}); err != nil {
 			o.runErr = err.Error()
 		}
-		rsp, err := r.CreateContainer(ctx, c.request())
+		req := c.request()
+		rsp, err := r.CreateContainer(ctx, req)
 		if err != nil {
 			o.err = err.Error()
 		} else {
 			o.rsp = rsp
+			// The rest of the lifecycle, for plugins acting on it.
+			_ = r.StartContainer(ctx, &api.StartContainerRequest{Pod: req.Pod, Container: req.Container})
+			_, _ = r.StopContainer(ctx, &api.StopContainerRequest{Pod: req.Pod, Container: req.Container})
 		}
 		_ = r.StopPodSandbox(ctx, &api.StopPodSandboxRequest{Pod: c.pod})
 		out = append(out, o)

@@ -1,7 +1,8 @@
 //! nri-compat-driver: the Rust half of `go/plugincompat`. It hosts the
 //! plugins pre-installed in a plugin directory in nri-rs's Rust adaptation
-//! (`src/adaptation`), then runs each case through it: RunPodSandbox, then
-//! CreateContainer, then StopPodSandbox, and records what came back.
+//! (`src/adaptation`), then runs each case through it: RunPodSandbox,
+//! CreateContainer, (if created) StartContainer and StopContainer, then
+//! StopPodSandbox, and records what RunPodSandbox and CreateContainer gave.
 //!
 //! Usage: `nri-compat-driver DIR` where `DIR/plugins` holds the plugins
 //! (`NN-name`), `DIR/conf.d` their configuration, and `DIR/cases.bin` the
@@ -17,7 +18,8 @@ use std::time::Duration;
 
 use nri::adaptation::{Adaptation, BoxError, Options, SyncCb};
 use nri::api::{
-    ContainerUpdate, CreateContainerRequest, RunPodSandboxRequest, StopPodSandboxRequest,
+    ContainerUpdate, CreateContainerRequest, RunPodSandboxRequest, StartContainerRequest,
+    StopContainerRequest, StopPodSandboxRequest,
 };
 use protobuf::{Message, MessageField};
 
@@ -80,7 +82,25 @@ async fn main() -> Result<(), BoxError> {
             })
             .await;
         record(&mut out, run.map(|_| Vec::new()).map_err(|e| e.to_string()));
+        let (pod_field, ctr_field) = (case.pod.clone(), case.container.clone());
         let created = nri.create_container(case).await;
+        if created.is_ok() {
+            // The rest of the lifecycle, for plugins acting on it.
+            let _ = nri
+                .start_container(StartContainerRequest {
+                    pod: pod_field.clone(),
+                    container: ctr_field.clone(),
+                    ..Default::default()
+                })
+                .await;
+            let _ = nri
+                .stop_container(StopContainerRequest {
+                    pod: pod_field,
+                    container: ctr_field,
+                    ..Default::default()
+                })
+                .await;
+        }
         record(
             &mut out,
             created

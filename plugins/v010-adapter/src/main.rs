@@ -1,0 +1,165 @@
+//! nri-v010-adapter: runs NRI v0.1.0 one-shot plugins from NRI events, as
+//! upstream's Go `v010-adapter` does: a pod's start and stop and a
+//! container's start and stop become v0.1.0 `create` and `delete` requests
+//! to the plugins listed in `/etc/nri/conf.json` (found in `PATH` and
+//! `/opt/nri/bin`).
+//!
+//! Flags: `-idx NN`, `-socket PATH` (upstream's), and nri-rs's `-conf FILE`
+//! and `-bin-dir DIR` for other locations.
+
+mod v1;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use log::{error, info};
+use nri::api::{Container, ContainerUpdate, EventMask, PodSandbox};
+use nri::stub::{ConfigureInfo, HandlerResult, Plugin};
+use plugin_kit::{Flags, StubOptions};
+use v1::{Client, Spec, State};
+
+struct Adapter {
+    client: Client,
+}
+
+fn sandbox(pod: &PodSandbox) -> (&str, BTreeMap<String, String>) {
+    (
+        pod.id.as_str(),
+        pod.labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+    )
+}
+
+fn pod_spec(pod: &PodSandbox) -> Spec {
+    let linux = pod.linux.as_ref();
+    Spec::new(
+        &pod.annotations,
+        linux.map_or(&[][..], |l| &l.namespaces),
+        linux.and_then(|l| l.resources.as_ref()),
+        linux.map_or("", |l| &l.cgroups_path),
+    )
+}
+
+fn container_spec(ctr: &Container) -> Spec {
+    let linux = ctr.linux.as_ref();
+    Spec::new(
+        &ctr.annotations,
+        linux.map_or(&[][..], |l| &l.namespaces),
+        linux.and_then(|l| l.resources.as_ref()),
+        linux.map_or("", |l| &l.cgroups_path),
+    )
+}
+
+#[nri::plugin]
+impl Plugin for Adapter {
+    async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<EventMask> {
+        info!(
+            "Connected to {}/{}...",
+            info.runtime_name, info.runtime_version
+        );
+        Ok(EventMask::EMPTY)
+    }
+
+    async fn shutdown(&self) {
+        info!("Runtime shutting down...");
+    }
+
+    async fn run_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
+        info!("Started pod {}/{}...", pod.namespace, pod.name);
+        self.client
+            .invoke(State::Create, &pod.id, pod.pid, pod_spec(pod), sandbox(pod))
+            .await
+            .map_err(|e| {
+                error!("nri invoke failed: {e}");
+                e
+            })?;
+        Ok(())
+    }
+
+    async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
+        info!("Stopped pod {}/{}...", pod.namespace, pod.name);
+        self.client
+            .invoke(State::Delete, &pod.id, pod.pid, pod_spec(pod), sandbox(pod))
+            .await
+            .map_err(|e| {
+                error!("Failed to delete nri for {:?}: {e}", pod.id);
+                e
+            })?;
+        Ok(())
+    }
+
+    async fn start_container(&self, pod: &PodSandbox, ctr: &Container) -> HandlerResult<()> {
+        info!(
+            "Starting container {}/{}/{}...",
+            pod.namespace, pod.name, ctr.name
+        );
+        self.client
+            .invoke(
+                State::Create,
+                &ctr.id,
+                ctr.pid,
+                container_spec(ctr),
+                sandbox(pod),
+            )
+            .await
+            .map_err(|e| {
+                error!("nri invoke failed: {e}");
+                e
+            })?;
+        Ok(())
+    }
+
+    async fn stop_container(
+        &self,
+        pod: &PodSandbox,
+        ctr: &Container,
+    ) -> HandlerResult<Vec<ContainerUpdate>> {
+        info!(
+            "Stopped container {}/{}/{}...",
+            pod.namespace, pod.name, ctr.name
+        );
+        // As upstream: a failure is logged, the stop goes on.
+        if let Err(e) = self
+            .client
+            .invoke(
+                State::Delete,
+                &ctr.id,
+                ctr.pid,
+                container_spec(ctr),
+                sandbox(pod),
+            )
+            .await
+        {
+            error!("Failed to delete nri for {:?}: {e}", ctr.id);
+        }
+        Ok(Vec::new())
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let flags = Flags::new("nri-v010-adapter")
+        .string("idx", "", "plugin index to register to NRI")
+        .string("socket", "", "path to NRI socket")
+        .string(
+            "conf",
+            v1::DEFAULT_CONF_PATH,
+            "NRI v0.1.0 configuration (nri-rs)",
+        )
+        .string(
+            "bin-dir",
+            v1::DEFAULT_BINARY_PATH,
+            "directory of NRI v0.1.0 plugins, after PATH (nri-rs)",
+        )
+        .parse_env_or_exit();
+    plugin_kit::logging::init(false);
+    let adapter = Adapter {
+        client: Client {
+            conf_path: PathBuf::from(flags.get("conf")),
+            bin_dir: PathBuf::from(flags.get("bin-dir")),
+        },
+    };
+    plugin_kit::run_plugin(StubOptions::from_flags(&flags, "socket"), adapter).await
+}
