@@ -305,18 +305,7 @@ func runRust(t *testing.T, cases []testCase, ps ...plugin) []outcome {
 	for _, p := range ps {
 		install(t, dir, p)
 	}
-	var buf bytes.Buffer
-	for _, c := range cases {
-		data, err := proto.Marshal(c.request())
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = binary.Write(&buf, binary.BigEndian, uint32(len(data)))
-		buf.Write(data)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "cases.bin"), buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeCases(t, dir, cases)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, rustBinary(t, "nri-compat-driver"), dir)
@@ -354,6 +343,23 @@ func runRust(t *testing.T, cases []testCase, ps ...plugin) []outcome {
 		out = append(out, o)
 	}
 	return out
+}
+
+// writeCases writes the driver's cases.bin into dir.
+func writeCases(t *testing.T, dir string, cases []testCase) {
+	t.Helper()
+	var buf bytes.Buffer
+	for _, c := range cases {
+		data, err := proto.Marshal(c.request())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = binary.Write(&buf, binary.BigEndian, uint32(len(data)))
+		buf.Write(data)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cases.bin"), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // prunable are the container messages whose empty presence means nothing.

@@ -11,6 +11,9 @@
 //! per case and per call (run pod, create container), one status byte
 //! (0 = ok, 1 = error) and a u32 length, then the encoded
 //! `CreateContainerResponse` (create, on success) or the error text.
+//!
+//! `NRI_COMPAT_SOCKET` makes it accept external plugins on that socket too,
+//! and `NRI_COMPAT_WAIT=N` waits for N plugins before running the cases.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -64,14 +67,32 @@ async fn main() -> Result<(), BoxError> {
             Ok::<_, BoxError>(())
         },
         |_updates: Vec<ContainerUpdate>| async { Ok::<_, BoxError>(Vec::new()) },
-        Options::default()
-            .plugin_path(dir.join("plugins"))
-            .plugin_config_path(dir.join("conf.d"))
-            .registration_timeout(Duration::from_secs(10))
-            .request_timeout(Duration::from_secs(10))
-            .disable_external_connections(),
+        {
+            let opts = Options::default()
+                .plugin_path(dir.join("plugins"))
+                .plugin_config_path(dir.join("conf.d"))
+                .registration_timeout(Duration::from_secs(10))
+                .request_timeout(Duration::from_secs(10));
+            // NRI_COMPAT_SOCKET: also accept external plugins there.
+            match std::env::var_os("NRI_COMPAT_SOCKET") {
+                Some(path) => opts.socket_path(PathBuf::from(path)),
+                None => opts.disable_external_connections(),
+            }
+        },
     )?;
     nri.start().await?;
+    // NRI_COMPAT_WAIT=N: wait (up to 20 s) for N plugins before the cases.
+    let want: usize = std::env::var("NRI_COMPAT_WAIT")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while nri.plugins().len() < want {
+        if tokio::time::Instant::now() > deadline {
+            return Err(format!("only plugins {:?} registered, want {want}", nri.plugins()).into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let mut out = Vec::new();
     for case in cases {
         let pod = case.pod.clone();

@@ -2,12 +2,25 @@
 //! Go samples use: `time="…" level=info msg="…"`. `-verbose` turns on
 //! debug messages, as in the Go samples.
 
+use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
 struct Stderr;
+
+/// Where log lines go instead of stderr, once set.
+static FILE: Mutex<Option<File>> = Mutex::new(None);
+
+/// Sends all further log lines to `path` (appended, created if missing),
+/// as the Go samples' `-log-file` does.
+pub fn to_file(path: &str) -> std::io::Result<()> {
+    let file = OpenOptions::new().create(true).append(true).open(path)?;
+    *FILE.lock().unwrap_or_else(|p| p.into_inner()) = Some(file);
+    Ok(())
+}
 
 impl Log for Stderr {
     fn enabled(&self, metadata: &Metadata) -> bool {
@@ -35,7 +48,14 @@ impl Log for Stderr {
             timestamp(),
             record.args().to_string()
         );
-        let _ = std::io::stderr().write_all(line.as_bytes());
+        let mut file = FILE.lock().unwrap_or_else(|p| p.into_inner());
+        let written = match file.as_mut() {
+            Some(f) => f.write_all(line.as_bytes()),
+            None => std::io::stderr().write_all(line.as_bytes()),
+        };
+        if written.is_err() {
+            let _ = std::io::stderr().write_all(line.as_bytes());
+        }
     }
 
     fn flush(&self) {}
