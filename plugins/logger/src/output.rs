@@ -1,14 +1,12 @@
 //! Where the logger writes: stderr, or a file chosen by flag or by the
-//! runtime's configuration; and how it renders NRI objects (YAML, with the
-//! protobuf field names, as upstream's logger does).
+//! runtime's configuration. (Objects are rendered by `plugin_kit::dump`:
+//! YAML with the protobuf field names, as upstream's logger does.)
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::sync::Mutex;
 
-use log::{info, Level, LevelFilter, Log, Metadata, Record};
-use protobuf::MessageFull;
-use serde_json::Value;
+use log::{Level, LevelFilter, Log, Metadata, Record};
 
 /// The process-wide log sink.
 pub struct Output {
@@ -55,42 +53,4 @@ impl Log for Output {
     }
 
     fn flush(&self) {}
-}
-
-fn to_value<M: MessageFull>(msg: &M) -> Value {
-    let options = protobuf_json_mapping::PrintOptions {
-        proto_field_name: true,
-        ..Default::default()
-    };
-    protobuf_json_mapping::print_to_string_with_options(msg, &options)
-        .ok()
-        .and_then(|text| serde_json::from_str(&text).ok())
-        .unwrap_or(Value::Null)
-}
-
-pub fn one<M: MessageFull>(msg: &M) -> Value {
-    to_value(msg)
-}
-
-pub fn many<M: MessageFull>(msgs: &[M]) -> Value {
-    Value::Array(msgs.iter().map(to_value).collect())
-}
-
-pub fn optional<M: MessageFull>(msg: Option<&M>) -> Value {
-    msg.map(to_value).unwrap_or(Value::Null)
-}
-
-/// Logs `value` as YAML, one log line per YAML line, under `prefix: tag:`.
-pub fn dump(prefix: &str, tag: &str, value: Value) {
-    let yaml = match serde_yaml::to_string(&value) {
-        Ok(yaml) => yaml,
-        Err(e) => {
-            info!("{prefix}: {tag}: failed to dump object: {e}");
-            return;
-        }
-    };
-    info!("{prefix}: {tag}:");
-    for line in yaml.trim().lines() {
-        info!("{prefix}:    {line}");
-    }
 }
