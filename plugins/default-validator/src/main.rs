@@ -14,25 +14,12 @@ use log::{error, info};
 use nri::api::{EventMask, ValidateContainerAdjustmentRequest};
 use nri::stub::{ConfigureInfo, HandlerResult, Plugin};
 use nri::validator::{DefaultValidator, DefaultValidatorConfig};
+use plugin_kit::config::merge_yaml;
 use plugin_kit::{Flags, StubOptions};
 
-/// `base` with the keys set in the YAML `text` replaced.
+/// `base` with the keys set in the YAML `text` (either spelling) replaced.
 fn updated(base: &DefaultValidatorConfig, text: &str) -> Result<DefaultValidatorConfig, String> {
-    let mut value = serde_yaml::to_value(base).map_err(|e| e.to_string())?;
-    let update: serde_yaml::Value =
-        serde_yaml::from_str(text).map_err(|e| format!("invalid configuration: {e}"))?;
-    match (&mut value, update) {
-        (serde_yaml::Value::Mapping(base), serde_yaml::Value::Mapping(update)) => {
-            for (k, v) in update {
-                // The TOML spelling names the same key as the YAML one.
-                let key = k.as_str().map(canonical_key).unwrap_or_default();
-                base.insert(serde_yaml::Value::String(key), v);
-            }
-        }
-        (_, serde_yaml::Value::Null) => {}
-        _ => return Err("invalid configuration: not a mapping".into()),
-    }
-    serde_yaml::from_value(value).map_err(|e| format!("invalid configuration: {e}"))
+    merge_yaml(base, text, canonical_key).map_err(|e| format!("invalid configuration: {e}"))
 }
 
 /// The YAML spelling of a configuration key given in either spelling.

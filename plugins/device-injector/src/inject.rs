@@ -373,12 +373,7 @@ fn pol_mode(p: &LinuxMemoryPolicy) -> MpolMode {
 mod tests {
     use super::*;
 
-    fn ann(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use plugin_kit::annotations::from_pairs as ann;
 
     #[test]
     fn devices_with_optional_fields_and_go_yaml() {

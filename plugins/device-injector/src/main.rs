@@ -10,7 +10,7 @@ mod inject;
 use log::error;
 use nri::api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
 use nri::stub::{HandlerResult, Plugin};
-use plugin_kit::dump::{dump, message};
+use plugin_kit::dump::{dump, dump_pod_container, message};
 use plugin_kit::{container_name, Flags, StubOptions};
 
 struct Injector {
@@ -26,8 +26,7 @@ impl Plugin for Injector {
     ) -> HandlerResult<(ContainerAdjustment, Vec<ContainerUpdate>)> {
         let name = container_name(Some(pod), ctr);
         if self.verbose {
-            dump("CreateContainer", "pod", &message(pod));
-            dump("CreateContainer", "container", &message(ctr));
+            dump_pod_container("CreateContainer", pod, Some(ctr));
         }
         let adjust = inject::adjustment(&pod.annotations, &ctr.name, &name).inspect_err(|e| {
             error!("{name}: {e}");

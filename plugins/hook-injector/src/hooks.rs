@@ -387,12 +387,7 @@ mod tests {
         "stages": ["prestart", "poststop"]
     }"#;
 
-    fn ann(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use plugin_kit::annotations::from_pairs as ann;
 
     fn args(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()

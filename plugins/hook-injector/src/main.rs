@@ -19,7 +19,7 @@ use std::time::SystemTime;
 use log::{error, info};
 use nri::api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
 use nri::stub::{HandlerResult, Plugin};
-use plugin_kit::dump::{dump, message};
+use plugin_kit::dump::{dump, dump_pod_container, message};
 use plugin_kit::{container_name, Flags, StubOptions};
 
 const DEFAULT_DIR: &str = "/usr/share/containers/oci/hooks.d";
@@ -101,8 +101,7 @@ impl Plugin for Injector {
     ) -> HandlerResult<(ContainerAdjustment, Vec<ContainerUpdate>)> {
         let name = container_name(Some(pod), ctr);
         if self.verbose {
-            dump("CreateContainer", "pod", &message(pod));
-            dump("CreateContainer", "container", &message(ctr));
+            dump_pod_container("CreateContainer", pod, Some(ctr));
         }
         // Pod annotations override the container's.
         let mut annotations = ctr.annotations.clone();

@@ -37,6 +37,14 @@ pub fn effective_keys(key: &str, old_key: &str, ctr: &str) -> Vec<String> {
     keys
 }
 
+/// Annotations from `(key, value)` pairs (for tests and examples).
+pub fn from_pairs(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 /// `pod/container`, or the container's name alone without a pod, as the
 /// Go samples name containers in their logs.
 pub fn container_name(pod: Option<&PodSandbox>, ctr: &Container) -> String {

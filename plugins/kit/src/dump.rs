@@ -27,6 +27,18 @@ pub fn optional<M: MessageFull>(msg: Option<&M>) -> Value {
     msg.map(message).unwrap_or(Value::Null)
 }
 
+/// Logs the pod and the container of an event (`-verbose`).
+pub fn dump_pod_container(
+    prefix: &str,
+    pod: &nri::api::PodSandbox,
+    ctr: Option<&nri::api::Container>,
+) {
+    dump(prefix, "pod", &message(pod));
+    if let Some(ctr) = ctr {
+        dump(prefix, "container", &message(ctr));
+    }
+}
+
 /// Logs `value` as YAML under `prefix: tag:`.
 pub fn dump(prefix: &str, tag: &str, value: &Value) {
     let yaml = match serde_yaml::to_string(value) {

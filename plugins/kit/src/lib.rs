@@ -5,6 +5,7 @@
 //! object dumps for `-verbose` ([`dump`]) and the common `main` ([`run`]).
 
 pub mod annotations;
+pub mod config;
 pub mod dump;
 pub mod flags;
 pub mod goyaml;

@@ -9,7 +9,16 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
-struct Stderr;
+/// How lines look.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// logrus-like: `time="…" level=info msg="…"` (the Go samples).
+    Logrus,
+    /// `INFO  message` (nri-rs's logger, whose lines `make demo` reads).
+    Plain,
+}
+
+struct Stderr(Format);
 
 /// Where log lines go instead of stderr, once set.
 static FILE: Mutex<Option<File>> = Mutex::new(None);
@@ -43,11 +52,14 @@ impl Log for Stderr {
             Level::Debug => "debug",
             Level::Trace => "trace",
         };
-        let line = format!(
-            "time=\"{}\" level={level} msg={:?}\n",
-            timestamp(),
-            record.args().to_string()
-        );
+        let line = match self.0 {
+            Format::Logrus => format!(
+                "time=\"{}\" level={level} msg={:?}\n",
+                timestamp(),
+                record.args().to_string()
+            ),
+            Format::Plain => format!("{:<5} {}\n", record.level(), record.args()),
+        };
         let mut file = FILE.lock().unwrap_or_else(|p| p.into_inner());
         let written = match file.as_mut() {
             Some(f) => f.write_all(line.as_bytes()),
@@ -88,7 +100,16 @@ fn timestamp() -> String {
 
 /// Installs the logger: info and above, debug too when `verbose`.
 pub fn init(verbose: bool) {
-    if log::set_logger(&Stderr).is_ok() {
+    init_with(Format::Logrus, verbose)
+}
+
+/// Installs the logger with the given line format.
+pub fn init_with(format: Format, verbose: bool) {
+    let logger: &'static Stderr = match format {
+        Format::Logrus => &Stderr(Format::Logrus),
+        Format::Plain => &Stderr(Format::Plain),
+    };
+    if log::set_logger(logger).is_ok() {
         log::set_max_level(if verbose {
             LevelFilter::Debug
         } else {

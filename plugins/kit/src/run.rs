@@ -1,7 +1,7 @@
 //! The `main` every sample plugin shares: build the stub from the usual
 //! flags, run it, and exit non-zero with a log line when it stops.
 
-use log::error;
+use log::{error, info};
 use nri::stub::{Plugin, Stub};
 
 /// The stub options the Go samples take from their flags.
@@ -10,6 +10,9 @@ pub struct StubOptions {
     pub name: Option<String>,
     pub idx: Option<String>,
     pub socket_path: Option<String>,
+    /// Log and exit with status 1 as soon as the connection to the runtime
+    /// is lost (the Go samples that set `WithOnClose` do).
+    pub exit_on_close: bool,
 }
 
 impl StubOptions {
@@ -20,6 +23,7 @@ impl StubOptions {
             name: flags.non_empty("name"),
             idx: flags.non_empty("idx"),
             socket_path: flags.non_empty(socket_flag),
+            exit_on_close: false,
         }
     }
 }
@@ -29,6 +33,12 @@ impl StubOptions {
 /// the Go samples do.
 pub async fn run_plugin<P: Plugin>(opts: StubOptions, plugin: P) -> ! {
     let mut builder = Stub::builder();
+    if opts.exit_on_close {
+        builder = builder.on_close(|| {
+            info!("Connection to the runtime lost, exiting...");
+            std::process::exit(1)
+        });
+    }
     if let Some(name) = opts.name {
         builder = builder.name(name);
     }

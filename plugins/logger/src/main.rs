@@ -10,8 +10,6 @@
 //! Configuration from the runtime (YAML): `logFile`, `events` (a list),
 //! `addAnnotation`, `setAnnotation`, `addEnv`, `setEnv`.
 
-mod output;
-
 use std::sync::Mutex;
 
 use log::{error, info};
@@ -19,10 +17,11 @@ use nri::api::{
     Container, ContainerAdjustment, ContainerUpdate, EventMask, LinuxResources, PodSandbox,
     ValidateContainerAdjustmentRequest,
 };
-use nri::stub::{ConfigureInfo, HandlerResult, Plugin, Stub};
-use output::Output;
+use nri::stub::{ConfigureInfo, HandlerResult, Plugin};
+use plugin_kit::config::merge_yaml;
 use plugin_kit::dump::{dump, message as one, messages as many, optional};
-use plugin_kit::{Flags, Parsed};
+use plugin_kit::logging::Format;
+use plugin_kit::{Flags, Parsed, StubOptions};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -40,17 +39,7 @@ impl Config {
     /// Parses the runtime's configuration on top of `self` (keys it does
     /// not set keep their values, as unmarshalling into Go's struct does).
     fn updated(&self, text: &str) -> Result<Config, String> {
-        let mut value = serde_yaml::to_value(self).map_err(|e| e.to_string())?;
-        let update: serde_yaml::Value = serde_yaml::from_str(text)
-            .map_err(|e| format!("failed to parse provided configuration: {e}"))?;
-        match (&mut value, update) {
-            (serde_yaml::Value::Mapping(base), serde_yaml::Value::Mapping(update)) => {
-                base.extend(update)
-            }
-            (_, serde_yaml::Value::Null) => {}
-            _ => return Err("failed to parse provided configuration: not a mapping".to_string()),
-        }
-        serde_yaml::from_value(value)
+        merge_yaml(self, text, str::to_string)
             .map_err(|e| format!("failed to parse provided configuration: {e}"))
     }
 }
@@ -59,7 +48,6 @@ struct Logger {
     config: Mutex<Config>,
     /// Subscription from `-events`, used when the runtime gives no config.
     mask: EventMask,
-    output: &'static Output,
 }
 
 impl Logger {
@@ -91,8 +79,7 @@ impl Plugin for Logger {
         let mask = EventMask::parse(&new.events)
             .map_err(|e| format!("failed to parse events in configuration: {e}"))?;
         if new.log_file != old.log_file && !new.log_file.is_empty() {
-            self.output
-                .to_file(&new.log_file)
+            plugin_kit::logging::to_file(&new.log_file)
                 .map_err(|e| format!("failed to open log file {:?}: {e}", new.log_file))?;
         }
         *self.config.lock().unwrap_or_else(|p| p.into_inner()) = new;
@@ -239,12 +226,24 @@ fn flags() -> Flags {
         .string("name", "", "plugin name to register to NRI (nri-rs)")
         .string("socket-path", "", "path of the NRI socket file")
         .string("socket", "", "same as -socket-path (nri-rs)")
-        .string("events", "", "comma-separated list of events to subscribe for")
+        .string(
+            "events",
+            "",
+            "comma-separated list of events to subscribe for",
+        )
         .string("log-file", "", "logfile name, if logging to a file")
         .string("add-annotation", "", "add this annotation to containers")
         .string("set-annotation", "", "set this annotation on containers")
-        .string("add-env", "", "add this environment variable for containers")
-        .string("set-env", "", "set this environment variable for containers")
+        .string(
+            "add-env",
+            "",
+            "add this environment variable for containers",
+        )
+        .string(
+            "set-env",
+            "",
+            "set this environment variable for containers",
+        )
 }
 
 /// The configuration the flags give.
@@ -261,12 +260,12 @@ fn flag_config(flags: &Parsed) -> Config {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let output = output::install();
+    plugin_kit::logging::init_with(Format::Plain, false);
     let flags = flags().parse_env_or_exit();
     let events = flags.get("events").to_string();
     let config = flag_config(&flags);
     if !config.log_file.is_empty() {
-        if let Err(e) = output.to_file(&config.log_file) {
+        if let Err(e) = plugin_kit::logging::to_file(&config.log_file) {
             eprintln!("failed to open log file {:?}: {e}", config.log_file);
             std::process::exit(1)
         }
@@ -289,35 +288,17 @@ async fn main() {
         .map(String::from)
         .collect();
 
-    let mut builder = Stub::builder().on_close(|| {
-        info!("Connection to the runtime lost, exiting...");
-        std::process::exit(1)
-    });
-    if let Some(idx) = flags.non_empty("idx") {
-        builder = builder.idx(idx);
-    }
-    if let Some(name) = flags.non_empty("name") {
-        builder = builder.name(name);
-    }
-    if let Some(socket) = flags.non_empty("socket-path").or(flags.non_empty("socket")) {
-        builder = builder.socket_path(socket);
-    }
+    let opts = StubOptions {
+        name: flags.non_empty("name"),
+        idx: flags.non_empty("idx"),
+        socket_path: flags.non_empty("socket-path").or(flags.non_empty("socket")),
+        exit_on_close: true,
+    };
     let logger = Logger {
         config: Mutex::new(config),
         mask,
-        output,
     };
-    let stub = match builder.build(logger) {
-        Ok(stub) => stub,
-        Err(e) => {
-            error!("failed to create plugin stub: {e}");
-            std::process::exit(1)
-        }
-    };
-    if let Err(e) = stub.run().await {
-        error!("plugin exited with error {e}");
-        std::process::exit(1)
-    }
+    plugin_kit::run_plugin(opts, logger).await
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use std::os::fd::AsRawFd;
 use log::{debug, error, info};
 use nri::api::PodSandbox;
 use nri::stub::{HandlerResult, Plugin};
-use plugin_kit::dump::{dump, message};
+use plugin_kit::dump::dump_pod_container;
 use plugin_kit::{goyaml, lookup_annotation, Flags, StubOptions};
 use serde::Deserialize;
 
@@ -214,7 +214,7 @@ impl Plugin for Injector {
             pod.namespace, pod.name
         );
         if self.verbose {
-            dump("RunPodSandbox", "pod", &message(pod));
+            dump_pod_container("RunPodSandbox", pod, None);
         }
         let devices = parse_netdevices(&pod.annotations).inspect_err(|e| error!("{e}"))?;
         if devices.is_empty() {
@@ -252,7 +252,7 @@ impl Plugin for Injector {
             pod.namespace, pod.name
         );
         if self.verbose {
-            dump("StopPodSandbox", "pod", &message(pod));
+            dump_pod_container("StopPodSandbox", pod, None);
         }
         let devices = parse_netdevices(&pod.annotations).inspect_err(|e| error!("{e}"))?;
         let ns = pod_netns(pod);
@@ -291,12 +291,7 @@ mod tests {
     use super::*;
     use std::process::{Child, Command, Stdio};
 
-    fn ann(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use plugin_kit::annotations::from_pairs as ann;
 
     #[test]
     fn parsing_and_defaults() {

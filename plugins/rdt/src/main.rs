@@ -87,12 +87,7 @@ mod tests {
     use super::*;
     use nri::api::OptionalValue;
 
-    fn ann(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use plugin_kit::annotations::from_pairs as ann;
 
     #[test]
     fn fields_for_the_named_container_only() {

@@ -8,12 +8,12 @@
 
 use std::sync::Mutex;
 
-use log::{error, info};
+use log::info;
 use nri::api::{
     Container, ContainerAdjustment, ContainerUpdate, EventMask, LinuxResources, PodSandbox,
 };
-use nri::stub::{ConfigureInfo, HandlerResult, Plugin, Stub};
-use plugin_kit::{goyaml, Flags};
+use nri::stub::{ConfigureInfo, HandlerResult, Plugin};
+use plugin_kit::{goyaml, Flags, StubOptions};
 use serde::Deserialize;
 
 /// The plugin's configuration. The runtime passes it as text in Configure:
@@ -193,32 +193,13 @@ async fn main() {
     // Name and index: from the flags, else from the runtime (launched
     // plugins get NRI_PLUGIN_NAME/NRI_PLUGIN_IDX), else from the file name
     // (NN-name). The socket: given, else the one the runtime handed over,
-    // else /var/run/nri/nri.sock.
-    let mut builder = Stub::builder().on_close(|| {
-        info!("Connection to the runtime lost, exiting...");
-        std::process::exit(1)
-    });
-    if let Some(name) = flags.non_empty("name") {
-        builder = builder.name(name);
-    }
-    if let Some(idx) = flags.non_empty("idx") {
-        builder = builder.idx(idx);
-    }
-    if let Some(socket) = flags.non_empty("socket") {
-        builder = builder.socket_path(socket);
-    }
-    let stub = match builder.build(Template::default()) {
-        Ok(stub) => stub,
-        Err(e) => {
-            error!("failed to create plugin stub: {e}");
-            std::process::exit(1)
-        }
-    };
-    // Serves the runtime until the connection goes away.
-    if let Err(e) = stub.run().await {
-        error!("plugin exited ({e})");
-        std::process::exit(1)
-    }
+    // else /var/run/nri/nri.sock. `run_plugin` builds the stub
+    // (`nri::stub::Stub::builder()`), serves the runtime until the
+    // connection goes away and exits: status 1 on failure, and at once
+    // when the connection is lost (`exit_on_close`), as upstream's template.
+    let mut opts = StubOptions::from_flags(&flags, "socket");
+    opts.exit_on_close = true;
+    plugin_kit::run_plugin(opts, Template::default()).await
 }
 
 #[cfg(test)]
