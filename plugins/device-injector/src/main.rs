@@ -10,8 +10,8 @@ mod inject;
 use log::error;
 use nri::api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
 use nri::stub::{HandlerResult, Plugin};
-use plugin_kit::dump::{dump, dump_pod_container, message};
-use plugin_kit::{container_name, Flags, StubOptions};
+use plugin_kit::dump::{creating, dump, message};
+use plugin_kit::{Flags, StubOptions};
 
 struct Injector {
     verbose: bool,
@@ -24,10 +24,7 @@ impl Plugin for Injector {
         pod: &PodSandbox,
         ctr: &Container,
     ) -> HandlerResult<(ContainerAdjustment, Vec<ContainerUpdate>)> {
-        let name = container_name(Some(pod), ctr);
-        if self.verbose {
-            dump_pod_container("CreateContainer", pod, Some(ctr));
-        }
+        let name = creating(self.verbose, pod, ctr);
         let adjust = inject::adjustment(&pod.annotations, &ctr.name, &name).inspect_err(|e| {
             error!("{name}: {e}");
         })?;

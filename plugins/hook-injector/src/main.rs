@@ -19,8 +19,8 @@ use std::time::SystemTime;
 use log::{error, info};
 use nri::api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
 use nri::stub::{HandlerResult, Plugin};
-use plugin_kit::dump::{dump, dump_pod_container, message};
-use plugin_kit::{container_name, Flags, StubOptions};
+use plugin_kit::dump::{creating, dump, message};
+use plugin_kit::{Flags, StubOptions};
 
 const DEFAULT_DIR: &str = "/usr/share/containers/oci/hooks.d";
 const OVERRIDE_DIR: &str = "/etc/containers/oci/hooks.d";
@@ -99,10 +99,7 @@ impl Plugin for Injector {
         pod: &PodSandbox,
         ctr: &Container,
     ) -> HandlerResult<(ContainerAdjustment, Vec<ContainerUpdate>)> {
-        let name = container_name(Some(pod), ctr);
-        if self.verbose {
-            dump_pod_container("CreateContainer", pod, Some(ctr));
-        }
+        let name = creating(self.verbose, pod, ctr);
         // Pod annotations override the container's.
         let mut annotations = ctr.annotations.clone();
         annotations.extend(pod.annotations.clone());

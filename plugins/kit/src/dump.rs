@@ -39,6 +39,15 @@ pub fn dump_pod_container(
     }
 }
 
+/// The log name of a container being created (`pod/container`), after
+/// dumping the event's pod and container when `verbose`.
+pub fn creating(verbose: bool, pod: &nri::api::PodSandbox, ctr: &nri::api::Container) -> String {
+    if verbose {
+        dump_pod_container("CreateContainer", pod, Some(ctr));
+    }
+    crate::container_name(Some(pod), ctr)
+}
+
 /// Logs `value` as YAML under `prefix: tag:`.
 pub fn dump(prefix: &str, tag: &str, value: &Value) {
     let yaml = match serde_yaml::to_string(value) {

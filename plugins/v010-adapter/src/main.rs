@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use log::{error, info};
-use nri::api::{Container, ContainerUpdate, EventMask, PodSandbox};
+use nri::api::{Container, ContainerUpdate, EventMask, LinuxNamespace, LinuxResources, PodSandbox};
 use nri::stub::{ConfigureInfo, HandlerResult, Plugin};
 use plugin_kit::{Flags, StubOptions};
 use v1::{Client, Spec, State};
@@ -32,24 +32,60 @@ fn sandbox(pod: &PodSandbox) -> (&str, BTreeMap<String, String>) {
     )
 }
 
+/// The spec of a pod or container: its annotations and, if it has a linux
+/// part, its namespaces, resources and cgroups path.
+fn spec(
+    annotations: &std::collections::HashMap<String, String>,
+    linux: Option<(&[LinuxNamespace], Option<&LinuxResources>, &str)>,
+) -> Spec {
+    let (namespaces, resources, cgroups_path) = linux.unwrap_or((&[], None, ""));
+    Spec::new(annotations, namespaces, resources, cgroups_path)
+}
+
 fn pod_spec(pod: &PodSandbox) -> Spec {
     let linux = pod.linux.as_ref();
-    Spec::new(
+    spec(
         &pod.annotations,
-        linux.map_or(&[][..], |l| &l.namespaces),
-        linux.and_then(|l| l.resources.as_ref()),
-        linux.map_or("", |l| &l.cgroups_path),
+        linux.map(|l| {
+            (
+                &l.namespaces[..],
+                l.resources.as_ref(),
+                l.cgroups_path.as_str(),
+            )
+        }),
     )
 }
 
 fn container_spec(ctr: &Container) -> Spec {
     let linux = ctr.linux.as_ref();
-    Spec::new(
+    spec(
         &ctr.annotations,
-        linux.map_or(&[][..], |l| &l.namespaces),
-        linux.and_then(|l| l.resources.as_ref()),
-        linux.map_or("", |l| &l.cgroups_path),
+        linux.map(|l| {
+            (
+                &l.namespaces[..],
+                l.resources.as_ref(),
+                l.cgroups_path.as_str(),
+            )
+        }),
     )
+}
+
+impl Adapter {
+    /// Runs the v0.1.0 plugins; a failure is logged with `what` first.
+    async fn invoke(
+        &self,
+        state: State,
+        (id, pid): (&str, u32),
+        spec: Spec,
+        pod: &PodSandbox,
+        what: &str,
+    ) -> Result<(), String> {
+        self.client
+            .invoke(state, id, pid, spec, sandbox(pod))
+            .await
+            .map(|_| ())
+            .inspect_err(|e| error!("{what}: {e}"))
+    }
 }
 
 #[nri::plugin]
@@ -68,26 +104,19 @@ impl Plugin for Adapter {
 
     async fn run_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
         info!("Started pod {}/{}...", pod.namespace, pod.name);
-        self.client
-            .invoke(State::Create, &pod.id, pod.pid, pod_spec(pod), sandbox(pod))
-            .await
-            .map_err(|e| {
-                error!("nri invoke failed: {e}");
-                e
-            })?;
-        Ok(())
+        let who = (pod.id.as_str(), pod.pid);
+        Ok(self
+            .invoke(State::Create, who, pod_spec(pod), pod, "nri invoke failed")
+            .await?)
     }
 
     async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
         info!("Stopped pod {}/{}...", pod.namespace, pod.name);
-        self.client
-            .invoke(State::Delete, &pod.id, pod.pid, pod_spec(pod), sandbox(pod))
-            .await
-            .map_err(|e| {
-                error!("Failed to delete nri for {:?}: {e}", pod.id);
-                e
-            })?;
-        Ok(())
+        let what = format!("Failed to delete nri for {:?}", pod.id);
+        let who = (pod.id.as_str(), pod.pid);
+        Ok(self
+            .invoke(State::Delete, who, pod_spec(pod), pod, &what)
+            .await?)
     }
 
     async fn start_container(&self, pod: &PodSandbox, ctr: &Container) -> HandlerResult<()> {
