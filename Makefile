@@ -7,8 +7,13 @@ CBINDGEN_VERSION := 0.29.4
 TOOLS      := $(CURDIR)/build/tools
 CBINDGEN   := $(TOOLS)/bin/cbindgen
 GO_TEST_FLAGS ?= -count=1
+# The Go wrapper (go/adaptation) links the Rust staticlib through cgo.
+TARGET_DIR ?= $(CURDIR)/target
+NRI_LIB_DIR ?= $(TARGET_DIR)/debug
+export CGO_CFLAGS  := -I$(CURDIR)/include $(or $(CGO_CFLAGS),-O2 -g)
+export CGO_LDFLAGS := -L$(NRI_LIB_DIR) $(CGO_LDFLAGS)
 
-.PHONY: all build demo demo-go test test-rust test-go header check-header fmt clean
+.PHONY: all build demo demo-go example test test-rust test-go conformance header check-header fmt clean
 
 all: build
 
@@ -24,16 +29,27 @@ demo: build
 demo-go: build
 	cd go && $(GO) run ./cmd/nri-demo -bin $(CURDIR)/target/debug
 
-## test: every test (Rust unit + integration, Go wire and interop, header)
-test: check-header test-rust test-go
+## example: the Go example a runtime author reads first (go/example)
+example: build
+	cd go && $(GO) run ./example -plugin $(NRI_LIB_DIR)/nri-logger
+
+## test: every test (Rust unit + integration, Go wrapper, wire and interop,
+## upstream's adaptation suite, header)
+test: check-header test-rust test-go conformance
 
 test-rust:
 	$(CARGO) test --workspace
 
-# The Go tests drive the Rust binaries built by `build`.
+# The Go tests drive the Rust binaries and staticlib built by `build`;
+# cgocheck2 checks every pointer that crosses into C.
 test-go: build
 	cd go && $(GO) vet ./...
-	cd go && $(GO) test $(GO_TEST_FLAGS) -race ./...
+	cd go && GOEXPERIMENT=cgocheck2 $(GO) test $(GO_TEST_FLAGS) -race ./...
+	tests/conformance/build-against.sh v0.12.0
+
+## conformance: upstream's own pkg/adaptation suite against go/adaptation
+conformance: build
+	tests/conformance/run.sh
 
 ## header: regenerate include/nri.h with the pinned cbindgen
 header: $(CBINDGEN)

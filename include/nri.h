@@ -12,6 +12,345 @@
 #define NRI_RS_VERSION_PATCH 0
 #define NRI_RS_VERSION "0.1.0"
 
+/**
+ * The result of every fallible call. Numbers are stable and never reused.
+ */
+enum nri_status
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * Success.
+   */
+  NRI_STATUS_OK = 0,
+  /**
+   * A NULL or otherwise unusable argument (non-UTF-8 string, bad option
+   * value, a callback table without a required callback).
+   */
+  NRI_STATUS_INVALID_ARGUMENT = 1,
+  /**
+   * Bytes that do not decode as the protobuf message the call expects.
+   */
+  NRI_STATUS_INVALID_MESSAGE = 2,
+  /**
+   * The adaptation is not started, or it is stopped. Events are refused
+   * then, since builtin validators only run while it is started.
+   */
+  NRI_STATUS_NOT_RUNNING = 3,
+  /**
+   * A plugin failed the request (its error, a timeout, a broken
+   * connection).
+   */
+  NRI_STATUS_PLUGIN_FAILED = 4,
+  /**
+   * Plugins made conflicting or invalid adjustments.
+   */
+  NRI_STATUS_CONFLICT = 5,
+  /**
+   * A validating plugin rejected the adjustment, or could not be asked.
+   */
+  NRI_STATUS_REJECTED = 6,
+  /**
+   * A callback of the caller (sync, update) reported an error.
+   */
+  NRI_STATUS_CALLBACK_FAILED = 7,
+  /**
+   * Starting the adaptation failed (socket, plugin launch, sync).
+   */
+  NRI_STATUS_START_FAILED = 8,
+  /**
+   * A bug in nri-rs: a panic was caught at the boundary. The adaptation
+   * stays usable, but the call's outcome is unknown.
+   */
+  NRI_STATUS_PANIC = 9,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum nri_status nri_status;
+#else
+typedef uint32_t nri_status;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * Severity of a log record.
+ */
+enum nri_log_level
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  NRI_LOG_LEVEL_OFF = 0,
+  NRI_LOG_LEVEL_ERROR = 1,
+  NRI_LOG_LEVEL_WARN = 2,
+  NRI_LOG_LEVEL_INFO = 3,
+  NRI_LOG_LEVEL_DEBUG = 4,
+  NRI_LOG_LEVEL_TRACE = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum nri_log_level nri_log_level;
+#else
+typedef uint32_t nri_log_level;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * What a builtin plugin is asked to handle. Events have the numbers of
+ * the NRI `Event` enum.
+ */
+enum nri_builtin_op
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  NRI_BUILTIN_OP_RUN_POD_SANDBOX = 1,
+  NRI_BUILTIN_OP_STOP_POD_SANDBOX = 2,
+  NRI_BUILTIN_OP_REMOVE_POD_SANDBOX = 3,
+  NRI_BUILTIN_OP_CREATE_CONTAINER = 4,
+  NRI_BUILTIN_OP_POST_CREATE_CONTAINER = 5,
+  NRI_BUILTIN_OP_START_CONTAINER = 6,
+  NRI_BUILTIN_OP_POST_START_CONTAINER = 7,
+  NRI_BUILTIN_OP_UPDATE_CONTAINER = 8,
+  NRI_BUILTIN_OP_POST_UPDATE_CONTAINER = 9,
+  NRI_BUILTIN_OP_STOP_CONTAINER = 10,
+  NRI_BUILTIN_OP_REMOVE_CONTAINER = 11,
+  NRI_BUILTIN_OP_UPDATE_POD_SANDBOX = 12,
+  NRI_BUILTIN_OP_POST_UPDATE_POD_SANDBOX = 13,
+  NRI_BUILTIN_OP_VALIDATE_CONTAINER_ADJUSTMENT = 14,
+  NRI_BUILTIN_OP_CONFIGURE = 32,
+  NRI_BUILTIN_OP_SYNCHRONIZE = 33,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum nri_builtin_op nri_builtin_op;
+#else
+typedef uint32_t nri_builtin_op;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * Deprecated NRI features plugins may still use.
+ */
+enum nri_deprecation
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * The plugin has no RPC for an event and gets the old `StateChange`.
+   */
+  NRI_DEPRECATION_STATE_CHANGE = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum nri_deprecation nri_deprecation;
+#else
+typedef uint32_t nri_deprecation;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * An NRI runtime adaptation (Rust type: `Box<nri_adaptation>` around
+ * `nri::adaptation::Adaptation`, which owns its own tokio runtime thread).
+ */
+typedef struct nri_adaptation nri_adaptation;
+
+/**
+ * An error: a status and a message. Owned by the caller, released with
+ * `nri_error_free`.
+ */
+typedef struct nri_error nri_error;
+
+/**
+ * Options of an adaptation. Created by `nri_options_new`, consumed by
+ * `nri_adaptation_new`, or released by `nri_options_free`. (Rust type:
+ * `Box<nri_options>`.)
+ */
+typedef struct nri_options nri_options;
+
+/**
+ * Holds off the synchronization of plugins that connect from now on, until
+ * released by `nri_plugin_sync_block_free` (upstream `BlockPluginSync` and
+ * `Unblock`).
+ */
+typedef struct nri_plugin_sync_block nri_plugin_sync_block;
+
+/**
+ * A callback's answer, filled with `nri_reply_set_data` or
+ * `nri_reply_set_error` while the callback runs. Left untouched, it is a
+ * success with an empty message.
+ */
+typedef struct nri_reply nri_reply;
+
+/**
+ * The synchronization of the plugin(s) being brought up, handed to the
+ * sync callback. Valid only while that callback runs.
+ */
+typedef struct nri_sync_cb nri_sync_cb;
+
+/**
+ * The runtime's sync callback. It holds the runtime's lock, encodes its
+ * pods and containers as a `SynchronizeRequest` (fields `pod` and
+ * `container`), calls `nri_sync_cb_call` with them, applies the updates
+ * it gets back, and returns. An error set on `reply` rejects the plugin(s).
+ */
+typedef void (*nri_sync_fn)(void *user_data, struct nri_sync_cb *cb, struct nri_reply *reply);
+
+/**
+ * The runtime's handler of unsolicited container updates. `request` is an
+ * encoded `UpdateContainersRequest` (field `update`); the reply data is an
+ * encoded `UpdateContainersResponse` listing the updates that failed.
+ */
+typedef void (*nri_update_fn)(void *user_data,
+                              const uint8_t *request,
+                              size_t len,
+                              struct nri_reply *reply);
+
+/**
+ * A finalizer for callback user data.
+ */
+typedef void (*nri_free_fn)(void *user_data);
+
+/**
+ * The runtime callbacks of `nri_adaptation_new`.
+ */
+typedef struct nri_callbacks {
+  /**
+   * Required.
+   */
+  nri_sync_fn sync;
+  /**
+   * Required.
+   */
+  nri_update_fn update;
+  /**
+   * Passed to both callbacks.
+   */
+  void *user_data;
+  /**
+   * Optional; called with `user_data` once, when the adaptation is freed.
+   */
+  nri_free_fn free_user_data;
+} nri_callbacks;
+
+/**
+ * Bytes owned by the library (an encoded protobuf message). Release with
+ * `nri_buffer_free`. An empty buffer has `data == NULL` and `len == 0`.
+ */
+typedef struct nri_buffer {
+  uint8_t *data;
+  size_t len;
+} nri_buffer;
+
+/**
+ * Receives one log record: `target` is the Rust module that logged it,
+ * `message` the text. Both are valid only during the call. Called from any
+ * thread, concurrently; must not call the library.
+ */
+typedef void (*nri_log_fn)(void *user_data,
+                           nri_log_level level,
+                           const char *target,
+                           const char *message);
+
+/**
+ * A builtin plugin's handler. `request` is the encoded request message of
+ * `op` (e.g. `CreateContainerRequest`); the reply data is the encoded
+ * response message for the ops that have one (`ConfigureResponse`,
+ * `SynchronizeResponse`, `UpdatePodSandboxResponse`,
+ * `CreateContainerResponse`, `UpdateContainerResponse`,
+ * `StopContainerResponse`) and is ignored for the others. An error set on
+ * the reply fails the event; for `VALIDATE_CONTAINER_ADJUSTMENT` it
+ * rejects the adjustment with the error as the reason.
+ */
+typedef void (*nri_builtin_fn)(void *user_data,
+                               nri_builtin_op op,
+                               const uint8_t *request,
+                               size_t len,
+                               struct nri_reply *reply);
+
+/**
+ * A builtin plugin, for `nri_options_add_builtin_plugin`.
+ */
+typedef struct nri_builtin_plugin {
+  /**
+   * The plugin's name, e.g. "resource-manager".
+   */
+  const char *name;
+  /**
+   * The plugin's index, two digits, e.g. "10".
+   */
+  const char *index;
+  /**
+   * The events the plugin handles when its Configure reply subscribes to
+   * none: bit `e - 1` for NRI `Event` number `e` (the NRI `EventMask`).
+   */
+  int32_t events;
+  /**
+   * Required.
+   */
+  nri_builtin_fn handle;
+  void *user_data;
+  /**
+   * Optional; called with `user_data` once, when the plugin is dropped.
+   */
+  nri_free_fn free_user_data;
+} nri_builtin_plugin;
+
+/**
+ * Metrics callbacks (upstream's `Metrics` interface). Each may be NULL.
+ * `plugin` is the plugin's `idx-name`, `op` the operation ("CreateContainer",
+ * "Synchronize", ...). They run on the adaptation's thread while events are
+ * dispatched: keep them quick and do not call the library from them.
+ */
+typedef struct nri_metrics {
+  /**
+   * Every call made to a plugin; `error` is NULL on success.
+   */
+  void (*invocation)(void *user_data, const char *plugin, const char *op, const char *error);
+  /**
+   * How long a plugin call took, in nanoseconds.
+   */
+  void (*latency)(void *user_data, const char *plugin, const char *op, uint64_t nanos);
+  /**
+   * A plugin's answer: its `ContainerAdjustment` encoded (NULL when it
+   * made none; non-NULL, possibly with length 0, when it made one), and
+   * how many updates and evictions it asked for.
+   */
+  void (*adjustments)(void *user_data,
+                      const char *plugin,
+                      const char *op,
+                      const uint8_t *adjustment,
+                      size_t adjustment_len,
+                      size_t updates,
+                      size_t evictions);
+  /**
+   * The number of active plugins.
+   */
+  void (*plugin_count)(void *user_data, size_t count);
+  void *user_data;
+  /**
+   * Optional; called with `user_data` once, when the adaptation is freed.
+   */
+  nri_free_fn free_user_data;
+} nri_metrics;
+
+/**
+ * Told about a plugin using a deprecated NRI feature: `deprecation` is
+ * `NRI_DEPRECATION_*`, `plugin` the plugin's `idx-name`. Runs on the
+ * adaptation's thread: keep it quick and do not call the library from it.
+ */
+typedef void (*nri_deprecation_fn)(void *user_data,
+                                   nri_deprecation deprecation,
+                                   const char *plugin,
+                                   const char *details);
+
+/**
+ * Identifies a logical connection on the trunk.
+ */
+typedef uint32_t ConnId;
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -21,6 +360,499 @@ extern "C" {
  * `NRI_RS_VERSION` in the header. Never NULL; never free it.
  */
 const char *nri_version(void);
+
+/**
+ * The upstream NRI release whose protocol and behaviour this library
+ * implements (e.g. "v0.12.2"), static and NUL-terminated.
+ */
+const char *nri_api_version(void);
+
+/**
+ * Creates an adaptation for the runtime `name` `version` (upstream `New`).
+ * `opts` may be NULL for the defaults; it is consumed either way, as is
+ * the callbacks' user data (its finalizer runs when the adaptation is
+ * freed, or before this returns if it fails). On success `*out` receives
+ * the handle.
+ *
+ * # Safety
+ * `name` and `version` are NUL-terminated strings; `callbacks` points to a
+ * valid table; `opts` is NULL or from `nri_options_new`; `out` is
+ * writable; `err` is NULL or writable.
+ */
+nri_status nri_adaptation_new(const char *name,
+                              const char *version,
+                              const struct nri_callbacks *callbacks,
+                              struct nri_options *opts,
+                              struct nri_adaptation **out,
+                              struct nri_error **err);
+
+/**
+ * Starts builtin and pre-installed plugins, synchronizes them through the
+ * sync callback, then opens the socket for external plugins (upstream
+ * `Start`). Fails with `NRI_STATUS_START_FAILED` if already started.
+ *
+ * # Safety
+ * `a` is a live handle; `err` is NULL or writable.
+ */
+nri_status nri_adaptation_start(const struct nri_adaptation *a, struct nri_error **err);
+
+/**
+ * Stops accepting plugins and closes all of them (upstream `Stop`).
+ * Stopping a stopped adaptation does nothing. Events are refused with
+ * `NRI_STATUS_NOT_RUNNING` until it is started again.
+ *
+ * # Safety
+ * `a` is a live handle; `err` is NULL or writable.
+ */
+nri_status nri_adaptation_stop(const struct nri_adaptation *a, struct nri_error **err);
+
+/**
+ * Stops the adaptation if needed and releases it; the callbacks' user data
+ * finalizers run once every callback has returned. NULL is a no-op.
+ *
+ * # Safety
+ * `a` is NULL or a live handle, not used by any other call meanwhile or
+ * afterwards, and this is not called from one of its callbacks.
+ */
+void nri_adaptation_free(struct nri_adaptation *a);
+
+/**
+ * Blocks plugin synchronization (upstream `BlockPluginSync`): waits for a
+ * synchronization in progress to finish, then keeps new ones waiting until
+ * the block is freed. Events are not affected.
+ *
+ * # Safety
+ * `a` is a live handle; `out` is writable; `err` is NULL or writable.
+ */
+nri_status nri_adaptation_block_plugin_sync(const struct nri_adaptation *a,
+                                            struct nri_plugin_sync_block **out,
+                                            struct nri_error **err);
+
+/**
+ * Releases a plugin sync block, letting waiting plugins synchronize
+ * (upstream `Unblock`). NULL is a no-op.
+ *
+ * # Safety
+ * `block` is NULL or from `nri_adaptation_block_plugin_sync`, not yet freed.
+ */
+void nri_plugin_sync_block_free(struct nri_plugin_sync_block *block);
+
+/**
+ * Sets the process-wide plugin registration timeout, in milliseconds
+ * (upstream `SetPluginRegistrationTimeout`); adaptations without their own
+ * timeout use it from their next registration on.
+ */
+void nri_set_plugin_registration_timeout(uint64_t millis);
+
+/**
+ * Sets the process-wide plugin request timeout, in milliseconds (upstream
+ * `SetPluginRequestTimeout`).
+ */
+void nri_set_plugin_request_timeout(uint64_t millis);
+
+/**
+ * Relays a `RunPodSandboxRequest` to the subscribed plugins.
+ *
+ * # Safety
+ * `a` is a live handle; `req` holds `len` bytes of the encoded request
+ * (NULL if `len` is 0); `err` is NULL or writable.
+ */
+nri_status nri_adaptation_run_pod_sandbox(const struct nri_adaptation *a,
+                                          const uint8_t *req,
+                                          size_t len,
+                                          struct nri_error **err);
+
+/**
+ * Relays an `UpdatePodSandboxRequest`; `*rsp` receives an
+ * `UpdatePodSandboxResponse`.
+ *
+ * # Safety
+ * `a` is a live handle; `req` holds `len` bytes of the encoded request
+ * (NULL if `len` is 0); `rsp` is writable; `err` is NULL or writable.
+ */
+nri_status nri_adaptation_update_pod_sandbox(const struct nri_adaptation *a,
+                                             const uint8_t *req,
+                                             size_t len,
+                                             struct nri_buffer *rsp,
+                                             struct nri_error **err);
+
+/**
+ * Relays a `PostUpdatePodSandboxRequest`.
+ *
+ * # Safety
+ * `a` is a live handle; `req` holds `len` bytes of the encoded request
+ * (NULL if `len` is 0); `err` is NULL or writable.
+ */
+nri_status nri_adaptation_post_update_pod_sandbox(const struct nri_adaptation *a,
+                                                  const uint8_t *req,
+                                                  size_t len,
+                                                  struct nri_error **err);
+
+/**
+ * Relays a `StopPodSandboxRequest`.
+ *
+ * # Safety
+ * `a` is a live handle; `req` holds `len` bytes of the encoded request
+ * (NULL if `len` is 0); `err` is NULL or writable.
+ */
+nri_status nri_adaptation_stop_pod_sandbox(const struct nri_adaptation *a,
+                                           const uint8_t *req,
+                                           size_t len,
+                                           struct nri_error **err);
+
+/**
+ * Relays a `RemovePodSandboxRequest`.
+ *
+ * # Safety
+ * `a` is a live handle; `req` holds `len` bytes of the encoded request
+ * (NULL if `len` is 0); `err` is NULL or writable.
+ */
+nri_status nri_adaptation_remove_pod_sandbox(const struct nri_adaptation *a,
+                                             const uint8_t *req,
+                                             size_t len,
+                                             struct nri_error **err);
+
+/**
+ * Collects the plugins' adjustments of a new container, merged and
+ * validated; `*rsp` receives a `CreateContainerResponse`.
+ *
+ * # Safety
+ * `a` is a live handle; `req` holds `len` bytes of the encoded request
+ * (NULL if `len` is 0); `rsp` is writable; `err` is NULL or writable.
+ */
+nri_status nri_adaptation_create_container(const struct nri_adaptation *a,
+                                           const uint8_t *req,
+                                           size_t len,
+                                           struct nri_buffer *rsp,
+                                           struct nri_error **err);
+
+/**
+ * Relays a `PostCreateContainerRequest`.
+ *
+ * # Safety
+ * `a` is a live handle; `req` holds `len` bytes of the encoded request
+ * (NULL if `len` is 0); `err` is NULL or writable.
+ */
+nri_status nri_adaptation_post_create_container(const struct nri_adaptation *a,
+                                                const uint8_t *req,
+                                                size_t len,
+                                                struct nri_error **err);
+
+/**
+ * Relays a `StartContainerRequest`.
+ *
+ * # Safety
+ * `a` is a live handle; `req` holds `len` bytes of the encoded request
+ * (NULL if `len` is 0); `err` is NULL or writable.
+ */
+nri_status nri_adaptation_start_container(const struct nri_adaptation *a,
+                                          const uint8_t *req,
+                                          size_t len,
+                                          struct nri_error **err);
+
+/**
+ * Relays a `PostStartContainerRequest`.
+ *
+ * # Safety
+ * `a` is a live handle; `req` holds `len` bytes of the encoded request
+ * (NULL if `len` is 0); `err` is NULL or writable.
+ */
+nri_status nri_adaptation_post_start_container(const struct nri_adaptation *a,
+                                               const uint8_t *req,
+                                               size_t len,
+                                               struct nri_error **err);
+
+/**
+ * Collects the plugins' updates; `*rsp` receives an
+ * `UpdateContainerResponse`.
+ *
+ * # Safety
+ * `a` is a live handle; `req` holds `len` bytes of the encoded request
+ * (NULL if `len` is 0); `rsp` is writable; `err` is NULL or writable.
+ */
+nri_status nri_adaptation_update_container(const struct nri_adaptation *a,
+                                           const uint8_t *req,
+                                           size_t len,
+                                           struct nri_buffer *rsp,
+                                           struct nri_error **err);
+
+/**
+ * Relays a `PostUpdateContainerRequest`.
+ *
+ * # Safety
+ * `a` is a live handle; `req` holds `len` bytes of the encoded request
+ * (NULL if `len` is 0); `err` is NULL or writable.
+ */
+nri_status nri_adaptation_post_update_container(const struct nri_adaptation *a,
+                                                const uint8_t *req,
+                                                size_t len,
+                                                struct nri_error **err);
+
+/**
+ * Collects the plugins' updates of other containers; `*rsp` receives a
+ * `StopContainerResponse`.
+ *
+ * # Safety
+ * `a` is a live handle; `req` holds `len` bytes of the encoded request
+ * (NULL if `len` is 0); `rsp` is writable; `err` is NULL or writable.
+ */
+nri_status nri_adaptation_stop_container(const struct nri_adaptation *a,
+                                         const uint8_t *req,
+                                         size_t len,
+                                         struct nri_buffer *rsp,
+                                         struct nri_error **err);
+
+/**
+ * Relays a `RemoveContainerRequest`.
+ *
+ * # Safety
+ * `a` is a live handle; `req` holds `len` bytes of the encoded request
+ * (NULL if `len` is 0); `err` is NULL or writable.
+ */
+nri_status nri_adaptation_remove_container(const struct nri_adaptation *a,
+                                           const uint8_t *req,
+                                           size_t len,
+                                           struct nri_error **err);
+
+/**
+ * Releases the bytes of `buf` and sets it to the empty buffer, so freeing
+ * twice is harmless. NULL and empty buffers are no-ops.
+ *
+ * # Safety
+ * `buf` is NULL or points to a buffer filled by this library (or empty).
+ */
+void nri_buffer_free(struct nri_buffer *buf);
+
+/**
+ * Sets the callback's answer to these bytes (copied): the encoded response
+ * message the callback's documentation names.
+ *
+ * # Safety
+ * `reply` is the reply handed to the running callback; `data` is valid for
+ * `len` bytes or `len` is 0.
+ */
+nri_status nri_reply_set_data(struct nri_reply *reply, const uint8_t *data, size_t len);
+
+/**
+ * Makes the callback fail with this message (copied). For a builtin
+ * plugin's validation, the message is the reason of the rejection.
+ *
+ * # Safety
+ * `reply` is the reply handed to the running callback; `message` is a
+ * NUL-terminated string.
+ */
+nri_status nri_reply_set_error(struct nri_reply *reply, const char *message);
+
+/**
+ * Synchronizes the plugin(s) with the runtime's state: `state` is an
+ * encoded `SynchronizeRequest` with the runtime's pods and containers. On
+ * success `*updates` receives an encoded `SynchronizeResponse` whose
+ * `update` lists the container updates the plugins asked for.
+ *
+ * # Safety
+ * `cb` is the value handed to the running sync callback; `state` is valid
+ * for `len` bytes (or `len` is 0); `updates` is writable; `err` is NULL or
+ * writable.
+ */
+nri_status nri_sync_cb_call(struct nri_sync_cb *cb,
+                            const uint8_t *state,
+                            size_t len,
+                            struct nri_buffer *updates,
+                            struct nri_error **err);
+
+/**
+ * The status of an error. `NRI_STATUS_INVALID_ARGUMENT` for NULL.
+ *
+ * # Safety
+ * `err` is NULL or an error from this library not yet freed.
+ */
+nri_status nri_error_status(const struct nri_error *err);
+
+/**
+ * The message of an error, NUL-terminated UTF-8, valid until the error is
+ * freed. An empty string for NULL.
+ *
+ * # Safety
+ * `err` is NULL or an error from this library not yet freed.
+ */
+const char *nri_error_message(const struct nri_error *err);
+
+/**
+ * Releases an error. NULL is a no-op.
+ *
+ * # Safety
+ * `err` is NULL or an error from this library not yet freed.
+ */
+void nri_error_free(struct nri_error *err);
+
+/**
+ * A short description of a status, static and NUL-terminated; "unknown
+ * status" for numbers this version does not know.
+ */
+const char *nri_status_name(uint32_t status);
+
+/**
+ * Sends the library's log records up to `max_level` to `log` (NULL, or
+ * `NRI_LOG_LEVEL_OFF`, turns logging off). Process-wide: replaces the
+ * previous callback. Fails with `NRI_STATUS_INVALID_ARGUMENT` if the
+ * process has another Rust logger installed.
+ *
+ * # Safety
+ * `log` is NULL or a function safe to call from any thread with
+ * `user_data`, until it is replaced; `err` is NULL or writable.
+ */
+nri_status nri_set_log_callback(nri_log_fn log,
+                                void *user_data,
+                                uint32_t max_level,
+                                struct nri_error **err);
+
+/**
+ * New options with upstream's defaults: plugins in /opt/nri/plugins,
+ * their configuration in /etc/nri/conf.d, the socket at
+ * /var/run/nri/nri.sock, external connections enabled.
+ */
+struct nri_options *nri_options_new(void);
+
+/**
+ * Releases options that were not handed to `nri_adaptation_new`, running
+ * the finalizers of the user data they hold. NULL is a no-op.
+ *
+ * # Safety
+ * `opts` is NULL or options from `nri_options_new` not yet consumed.
+ */
+void nri_options_free(struct nri_options *opts);
+
+/**
+ * The directory of pre-installed plugins (`WithPluginPath`).
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `path` is a NUL-terminated string;
+ * `err` is NULL or writable.
+ */
+nri_status nri_options_set_plugin_path(struct nri_options *opts,
+                                       const char *path,
+                                       struct nri_error **err);
+
+/**
+ * The directory of plugin configuration drop-ins (`WithPluginConfigPath`).
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `path` is a NUL-terminated string;
+ * `err` is NULL or writable.
+ */
+nri_status nri_options_set_plugin_config_path(struct nri_options *opts,
+                                              const char *path,
+                                              struct nri_error **err);
+
+/**
+ * The socket external plugins connect to (`WithSocketPath`).
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `path` is a NUL-terminated string;
+ * `err` is NULL or writable.
+ */
+nri_status nri_options_set_socket_path(struct nri_options *opts,
+                                       const char *path,
+                                       struct nri_error **err);
+
+/**
+ * Accept no external plugin connections: no socket is created
+ * (`WithDisabledExternalConnections`).
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `err` is NULL or writable.
+ */
+nri_status nri_options_disable_external_connections(struct nri_options *opts,
+                                                    struct nri_error **err);
+
+/**
+ * How long a plugin may take to register, in milliseconds, for this
+ * adaptation only (0 keeps the process-wide value, see
+ * `nri_set_plugin_registration_timeout`).
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `err` is NULL or writable.
+ */
+nri_status nri_options_set_registration_timeout(struct nri_options *opts,
+                                                uint64_t millis,
+                                                struct nri_error **err);
+
+/**
+ * How long a plugin may take to answer a request, in milliseconds, for
+ * this adaptation only (0 keeps the process-wide value, see
+ * `nri_set_plugin_request_timeout`).
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `err` is NULL or writable.
+ */
+nri_status nri_options_set_request_timeout(struct nri_options *opts,
+                                           uint64_t millis,
+                                           struct nri_error **err);
+
+/**
+ * Enables the builtin default validator with this configuration
+ * (`WithDefaultValidator`), given as YAML or JSON with upstream's keys
+ * (`enable`, `rejectOCIHookAdjustment`, `requiredPlugins`,
+ * `tolerateMissingPluginsAnnotation`, ...). A configuration without
+ * `enable: true` leaves the validator off, as upstream does.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `config` is a NUL-terminated
+ * string; `err` is NULL or writable.
+ */
+nri_status nri_options_set_default_validator(struct nri_options *opts,
+                                             const char *config,
+                                             struct nri_error **err);
+
+/**
+ * Adds a builtin plugin (`WithBuiltinPlugins`). The plugin's user data is
+ * owned from here on, even when this fails.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `plugin` points to a valid
+ * `nri_builtin_plugin` (its strings are copied); `err` is NULL or writable.
+ */
+nri_status nri_options_add_builtin_plugin(struct nri_options *opts,
+                                          const struct nri_builtin_plugin *plugin,
+                                          struct nri_error **err);
+
+/**
+ * Sets the metrics callbacks (`WithMetrics`). The table is copied; its user
+ * data is owned from here on.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `metrics` points to a valid
+ * `nri_metrics`; `err` is NULL or writable.
+ */
+nri_status nri_options_set_metrics(struct nri_options *opts,
+                                   const struct nri_metrics *metrics,
+                                   struct nri_error **err);
+
+/**
+ * Sets the deprecation recorder (`WithDeprecationRecorder`). Its user data
+ * is owned from here on, even when this fails.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `err` is NULL or writable.
+ */
+nri_status nri_options_set_deprecation_recorder(struct nri_options *opts,
+                                                nri_deprecation_fn record,
+                                                void *user_data,
+                                                nri_free_fn free_user_data,
+                                                struct nri_error **err);
+
+/**
+ * The NRI version reported to plugins in `Configure` (default: the
+ * version of `nri_api_version`). Upstream reports the NRI module version
+ * of the runtime's build; its tests override it (`WithTestNRIVersion`).
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `version` is a NUL-terminated
+ * string; `err` is NULL or writable.
+ */
+nri_status nri_options_set_nri_version(struct nri_options *opts,
+                                       const char *version,
+                                       struct nri_error **err);
 
 #ifdef __cplusplus
 }  // extern "C"

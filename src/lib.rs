@@ -6,6 +6,9 @@
 //!   over one socket, wire-compatible with upstream's `pkg/net/multiplex`.
 //! * [`adaptation`]: the runtime side: plugins, events, merging, validation.
 //! * [`stub`]: the plugin side, for writing NRI plugins in Rust.
+//! * [`spec`]: the OCI spec generator, applying container adjustments and
+//!   resource updates to an `oci_spec` runtime spec as upstream's
+//!   `pkg/runtime-tools/generate` does.
 //! * [`validator`]: the default validator, the builtin plugin that rejects
 //!   restricted container adjustments and enforces required plugins.
 
@@ -14,8 +17,10 @@ extern crate self as nri;
 
 pub mod adaptation;
 pub mod api;
+#[allow(non_camel_case_types)]
 pub mod ffi;
 pub mod mux;
+pub mod spec;
 pub mod stub;
 pub mod validator;
 

@@ -45,7 +45,7 @@ mod sync;
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -98,6 +98,7 @@ pub struct Options {
     request_timeout: Option<Duration>,
     max_pending_connections: usize,
     runtime: Option<tokio::runtime::Handle>,
+    nri_version: Option<String>,
 }
 
 impl Default for Options {
@@ -114,6 +115,7 @@ impl Default for Options {
             request_timeout: None,
             max_pending_connections: 1024,
             runtime: None,
+            nri_version: None,
         }
     }
 }
@@ -181,6 +183,15 @@ impl Options {
     /// Run plugin I/O on this runtime instead of a dedicated thread.
     pub fn runtime(mut self, handle: tokio::runtime::Handle) -> Self {
         self.runtime = Some(handle);
+        self
+    }
+
+    /// The NRI version the runtime reports to plugins in `Configure`
+    /// (default: [`NRI_VERSION`], the release this crate implements). The Go
+    /// wrapper passes the version in its build info, as upstream reports;
+    /// upstream's tests set it with `WithTestNRIVersion`.
+    pub fn nri_version(mut self, v: impl Into<String>) -> Self {
+        self.nri_version = Some(v.into());
         self
     }
 }
@@ -323,6 +334,10 @@ pub struct Adaptation {
     max_pending_connections: usize,
     builtin: Vec<BuiltinPlugin>,
     listener: Mutex<Option<listener::Listener>>,
+    /// Between a successful `start` and `stop`: events are refused outside
+    /// it, since builtin validators only exist while running and an event
+    /// let through without them would create an unvalidated container.
+    running: AtomicBool,
     // Last: dropped after everything that may still spawn onto it.
     _thread: Option<RuntimeThread>,
 }
@@ -353,7 +368,7 @@ impl Adaptation {
         let core = Arc::new(Core {
             runtime_name: name.into(),
             runtime_version: version.into(),
-            nri_version: NRI_VERSION.to_string(),
+            nri_version: opts.nri_version.unwrap_or_else(|| NRI_VERSION.to_string()),
             sync_fn: Box::new(sync_fn),
             update_fn: Box::new(update_fn),
             metrics: opts
@@ -377,6 +392,7 @@ impl Adaptation {
             max_pending_connections: opts.max_pending_connections,
             builtin: opts.builtin,
             listener: Mutex::new(None),
+            running: AtomicBool::new(false),
             _thread: thread,
         })
     }
@@ -397,9 +413,24 @@ impl Adaptation {
         }
     }
 
+    /// Runs an event on the adaptation's runtime, if it is running.
+    async fn on_event<T, F>(&self, f: F) -> Result<T, Error>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, Error>> + Send + 'static,
+    {
+        if !self.is_running() {
+            return Err(Error::NotRunning);
+        }
+        self.on_core(f).await
+    }
+
     /// Starts builtin and pre-installed plugins, synchronizes them with the
     /// runtime, then opens the socket for external plugins (upstream `Start`).
     pub async fn start(&self) -> Result<(), Error> {
+        if self.running.load(Ordering::Acquire) {
+            return Err(Error::Start("NRI adaptation is already running".into()));
+        }
         info!("runtime interface starting up...");
         let core = Arc::clone(&self.core);
         let builtin = self.builtin.clone();
@@ -416,7 +447,13 @@ impl Adaptation {
                 .await?;
             *self.listener.lock().unwrap_or_else(|e| e.into_inner()) = Some(l);
         }
+        self.running.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// Whether the adaptation is started and not stopped.
+    pub fn is_running(&self) -> bool {
+        self.running.load(Ordering::Acquire)
     }
 
     /// Stops accepting plugins and closes every plugin, killing launched
@@ -428,6 +465,7 @@ impl Adaptation {
     }
 
     fn shut_down(&self) {
+        self.running.store(false, Ordering::Release);
         if let Some(l) = self
             .listener
             .lock()
@@ -502,7 +540,7 @@ impl Adaptation {
         req: CreateContainerRequest,
     ) -> Result<CreateContainerResponse, Error> {
         let core = Arc::clone(&self.core);
-        self.on_core(events::create_container(core, req)).await
+        self.on_event(events::create_container(core, req)).await
     }
 
     pub async fn post_create_container(
@@ -528,7 +566,7 @@ impl Adaptation {
         req: UpdateContainerRequest,
     ) -> Result<UpdateContainerResponse, Error> {
         let core = Arc::clone(&self.core);
-        self.on_core(events::update_container(core, req)).await
+        self.on_event(events::update_container(core, req)).await
     }
 
     pub async fn post_update_container(
@@ -544,7 +582,7 @@ impl Adaptation {
         req: StopContainerRequest,
     ) -> Result<StopContainerResponse, Error> {
         let core = Arc::clone(&self.core);
-        self.on_core(events::stop_container(core, req)).await
+        self.on_event(events::stop_container(core, req)).await
     }
 
     pub async fn remove_container(&self, req: RemoveContainerRequest) -> Result<(), Error> {
@@ -553,7 +591,7 @@ impl Adaptation {
 
     async fn relay_all<C: call::Call>(&self, req: C) -> Result<(), Error> {
         let core = Arc::clone(&self.core);
-        self.on_core(events::relay_all(core, req)).await
+        self.on_event(events::relay_all(core, req)).await
     }
 }
 

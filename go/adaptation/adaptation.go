@@ -1,0 +1,593 @@
+// Package adaptation is a drop-in replacement for upstream NRI's
+// github.com/containerd/nri/pkg/adaptation (v0.12.x), backed by the nri-rs
+// Rust core through its C ABI (include/nri.h). It exports the same names
+// with the same signatures, and uses upstream's pkg/api types, so a runtime
+// switches by changing an import path (or with `go build -overlay`).
+//
+// Differences from upstream are listed in docs/COMPATIBILITY.md; the ones
+// a caller can notice: WithTTRPCOptions is accepted and ignored (the core
+// speaks ttrpc itself), events are refused before Start and after Stop,
+// and the embedded sync.Mutex is not taken by the adaptation itself (the
+// core serializes events on its own).
+package adaptation
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+#include "nri.h"
+
+#include "shims.h"
+*/
+import "C"
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/cgo"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/containerd/nri/pkg/adaptation/builtin"
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/log"
+	nriver "github.com/containerd/nri/pkg/version"
+	validator "github.com/containerd/nri/plugins/default-validator/builtin"
+	"github.com/containerd/ttrpc"
+	"google.golang.org/protobuf/proto"
+)
+
+const (
+	// DefaultPluginPath is the default path to search for NRI plugins.
+	DefaultPluginPath = "/opt/nri/plugins"
+	// DefaultSocketPath is the default socket path for external plugins.
+	DefaultSocketPath = api.DefaultSocketPath
+	// DefaultPluginConfigPath is the drop-in directory for NRI-launched plugin configuration.
+	DefaultPluginConfigPath = "/etc/nri/conf.d"
+	// DefaultPluginRegistrationTimeout is the default timeout for plugin registration.
+	DefaultPluginRegistrationTimeout = api.DefaultPluginRegistrationTimeout
+	// DefaultPluginRequestTimeout is the default timeout for plugins to handle a request.
+	DefaultPluginRequestTimeout = api.DefaultPluginRequestTimeout
+)
+
+// SyncFn is a container runtime function for state synchronization.
+type SyncFn func(context.Context, SyncCB) error
+
+// SyncCB is an NRI function used to synchronize plugins with the runtime.
+type SyncCB func(context.Context, []*PodSandbox, []*Container) ([]*ContainerUpdate, error)
+
+// UpdateFn is a container runtime function for unsolicited container updates.
+type UpdateFn func(context.Context, []*ContainerUpdate) ([]*ContainerUpdate, error)
+
+var (
+	// Used instead of nil Context in logging.
+	noCtx = context.TODO()
+
+	// ErrWasmDisabled is returned for WASM initialization if WASM support is disabled.
+	// nri-rs has no WASM plugin support: WASM plugins are skipped at start.
+	ErrWasmDisabled = errors.New("WASM support is disabled (at build time)")
+)
+
+// Adaptation is the NRI abstraction for container runtime NRI adaptation/integration.
+// It embeds sync.Mutex like upstream's, for API compatibility; the core
+// serializes events itself and never takes it.
+type Adaptation struct {
+	sync.Mutex
+	name        string
+	version     string
+	nriVersion  string
+	dropinPath  string
+	pluginPath  string
+	socketPath  string
+	dontListen  bool
+	syncFn      SyncFn
+	updateFn    UpdateFn
+	clientOpts  []ttrpc.ClientOpts
+	serverOpts  []ttrpc.ServerOpt
+	builtin     []*builtin.BuiltinPlugin
+	validator   *validator.DefaultValidatorConfig
+	metrics     Metrics
+	deprecation DeprecationRecorder
+	// Timeouts of this adaptation, if set by its options (0: process-wide).
+	registrationTimeout time.Duration
+	requestTimeout      time.Duration
+
+	core *C.nri_adaptation
+}
+
+// Option to apply to the NRI runtime.
+type Option func(*Adaptation) error
+
+// WithPluginPath returns an option to override the default NRI plugin path.
+func WithPluginPath(path string) Option {
+	return func(r *Adaptation) error {
+		r.pluginPath = path
+		return nil
+	}
+}
+
+// WithPluginConfigPath returns an option to override the default NRI plugin config path.
+func WithPluginConfigPath(path string) Option {
+	return func(r *Adaptation) error {
+		r.dropinPath = path
+		return nil
+	}
+}
+
+// WithSocketPath returns an option to override the default NRI socket path.
+func WithSocketPath(path string) Option {
+	return func(r *Adaptation) error {
+		r.socketPath = path
+		return nil
+	}
+}
+
+// WithDisabledExternalConnections returns an options to disable accepting plugin connections.
+func WithDisabledExternalConnections() Option {
+	return func(r *Adaptation) error {
+		r.dontListen = true
+		return nil
+	}
+}
+
+// WithTTRPCOptions sets extra client and server options to use for ttrpc.
+// nri-rs speaks ttrpc in its Rust core, so these Go options are recorded
+// and otherwise ignored.
+func WithTTRPCOptions(clientOpts []ttrpc.ClientOpts, serverOpts []ttrpc.ServerOpt) Option {
+	return func(r *Adaptation) error {
+		r.clientOpts = append(r.clientOpts, clientOpts...)
+		r.serverOpts = append(r.serverOpts, serverOpts...)
+		return nil
+	}
+}
+
+// WithBuiltinPlugins sets extra builtin plugins to register.
+func WithBuiltinPlugins(plugins ...*builtin.BuiltinPlugin) Option {
+	return func(r *Adaptation) error {
+		r.builtin = append(r.builtin, plugins...)
+		return nil
+	}
+}
+
+// WithMetrics sets a metrics sink for plugin invocations, latency,
+// adjustments and the plugin count.
+func WithMetrics(m Metrics) Option {
+	return func(r *Adaptation) error {
+		r.metrics = m
+		return nil
+	}
+}
+
+// WithDefaultValidator sets up builtin validator plugin if it is configured.
+// The validation itself runs in the Rust core.
+func WithDefaultValidator(cfg *validator.DefaultValidatorConfig) Option {
+	return func(r *Adaptation) error {
+		if cfg == nil || !cfg.Enable {
+			log.Infof(noCtx, "built-in NRI default validator is disabled")
+			return nil
+		}
+		r.validator = cfg
+		return nil
+	}
+}
+
+// WithDeprecationRecorder sets a recorder for plugins' use of deprecated features.
+func WithDeprecationRecorder(d DeprecationRecorder) Option {
+	return func(r *Adaptation) error {
+		r.deprecation = d
+		return nil
+	}
+}
+
+var setupLogging sync.Once
+
+// New creates a new NRI Runtime.
+func New(name, version string, syncFn SyncFn, updateFn UpdateFn, opts ...Option) (*Adaptation, error) {
+	if syncFn == nil {
+		return nil, fmt.Errorf("failed to create NRI adaptation, nil SyncFn")
+	}
+	if updateFn == nil {
+		return nil, fmt.Errorf("failed to create NRI adaptation, nil UpdateFn")
+	}
+
+	setupLogging.Do(func() {
+		var cerr *C.nri_error
+		if err := takeError(C.nri_go_set_log(C.NRI_LOG_LEVEL_DEBUG, &cerr), cerr); err != nil {
+			log.Warnf(noCtx, "nri-rs logs are not forwarded: %v", err)
+		}
+	})
+
+	r := &Adaptation{
+		name:       name,
+		version:    version,
+		nriVersion: nriver.GetFromBuildInfo(),
+		syncFn:     syncFn,
+		updateFn:   updateFn,
+		pluginPath: DefaultPluginPath,
+		dropinPath: DefaultPluginConfigPath,
+		socketPath: DefaultSocketPath,
+	}
+	for _, o := range opts {
+		if err := o(r); err != nil {
+			return nil, fmt.Errorf("failed to apply option: %w", err)
+		}
+	}
+	if len(r.clientOpts) > 0 || len(r.serverOpts) > 0 {
+		log.Infof(noCtx, "nri-rs: ttrpc options are not supported by the Rust core, ignored")
+	}
+
+	if err := r.createCore(); err != nil {
+		return nil, err
+	}
+	runtime.SetFinalizer(r, func(r *Adaptation) { C.nri_adaptation_free(r.core) })
+
+	log.Infof(noCtx, "runtime interface created (nri-rs %s, NRI %s)", Version(), C.GoString(C.nri_api_version()))
+	return r, nil
+}
+
+// Version is the version of the nri-rs core behind this package.
+func Version() string {
+	return C.GoString(C.nri_version())
+}
+
+// createCore builds the core's options from r and creates the core.
+func (r *Adaptation) createCore() error {
+	opts := C.nri_options_new()
+	consumed := false
+	defer func() {
+		if !consumed {
+			C.nri_options_free(opts)
+		}
+	}()
+
+	var cerr *C.nri_error
+	check := func(st C.nri_status) error { return takeError(st, cerr) }
+	withString := func(s string, set func(*C.char) C.nri_status) error {
+		cs := C.CString(s)
+		defer C.free(unsafe.Pointer(cs))
+		return check(set(cs))
+	}
+
+	steps := []func() error{
+		func() error {
+			return withString(r.pluginPath, func(s *C.char) C.nri_status { return C.nri_options_set_plugin_path(opts, s, &cerr) })
+		},
+		func() error {
+			return withString(r.dropinPath, func(s *C.char) C.nri_status { return C.nri_options_set_plugin_config_path(opts, s, &cerr) })
+		},
+		func() error {
+			return withString(r.socketPath, func(s *C.char) C.nri_status { return C.nri_options_set_socket_path(opts, s, &cerr) })
+		},
+		func() error {
+			return withString(r.nriVersion, func(s *C.char) C.nri_status { return C.nri_options_set_nri_version(opts, s, &cerr) })
+		},
+		func() error {
+			if !r.dontListen {
+				return nil
+			}
+			return check(C.nri_options_disable_external_connections(opts, &cerr))
+		},
+		func() error {
+			if err := check(C.nri_options_set_registration_timeout(opts, C.uint64_t(r.registrationTimeout.Milliseconds()), &cerr)); err != nil {
+				return err
+			}
+			return check(C.nri_options_set_request_timeout(opts, C.uint64_t(r.requestTimeout.Milliseconds()), &cerr))
+		},
+		func() error {
+			if r.validator == nil {
+				return nil
+			}
+			cfg, err := validatorConfigJSON(r.validator)
+			if err != nil {
+				return err
+			}
+			return withString(cfg, func(s *C.char) C.nri_status { return C.nri_options_set_default_validator(opts, s, &cerr) })
+		},
+		func() error {
+			for _, b := range r.builtin {
+				if b == nil {
+					return fmt.Errorf("failed to create NRI adaptation, nil builtin plugin")
+				}
+				name, index := C.CString(b.Base), C.CString(b.Index)
+				st := C.nri_go_add_builtin(opts, name, index, C.uintptr_t(cgo.NewHandle(b)), &cerr)
+				C.free(unsafe.Pointer(name))
+				C.free(unsafe.Pointer(index))
+				if err := check(st); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		func() error {
+			if r.metrics == nil {
+				return nil
+			}
+			return check(C.nri_go_set_metrics(opts, C.uintptr_t(cgo.NewHandle(r.metrics)), &cerr))
+		},
+		func() error {
+			if r.deprecation == nil {
+				return nil
+			}
+			return check(C.nri_go_set_deprecation(opts, C.uintptr_t(cgo.NewHandle(r.deprecation)), &cerr))
+		},
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+
+	name, version := C.CString(r.name), C.CString(r.version)
+	defer C.free(unsafe.Pointer(name))
+	defer C.free(unsafe.Pointer(version))
+	cbs := C.nri_go_callbacks(C.uintptr_t(cgo.NewHandle(&runtimeCallbacks{syncFn: r.syncFn, updateFn: r.updateFn})))
+	consumed = true
+	return check(C.nri_adaptation_new(name, version, &cbs, opts, &r.core, &cerr))
+}
+
+// validatorConfigJSON encodes the default validator configuration with
+// upstream's YAML keys, which the core reads.
+func validatorConfigJSON(cfg *validator.DefaultValidatorConfig) (string, error) {
+	b, err := json.Marshal(map[string]any{
+		"enable":                                cfg.Enable,
+		"rejectOCIHookAdjustment":               cfg.RejectOCIHookAdjustment,
+		"rejectRuntimeDefaultSeccompAdjustment": cfg.RejectRuntimeDefaultSeccompAdjustment,
+		"rejectUnconfinedSeccompAdjustment":     cfg.RejectUnconfinedSeccompAdjustment,
+		"rejectCustomSeccompAdjustment":         cfg.RejectCustomSeccompAdjustment,
+		"rejectNamespaceAdjustment":             cfg.RejectNamespaceAdjustment,
+		"rejectSysctlAdjustment":                cfg.RejectSysctlAdjustment,
+		"requiredPlugins":                       cfg.RequiredPlugins,
+		"tolerateMissingPluginsAnnotation":      cfg.TolerateMissingAnnotation,
+	})
+	return string(b), err
+}
+
+// Start up the NRI runtime.
+func (r *Adaptation) Start() error {
+	log.Infof(noCtx, "runtime interface starting up...")
+	var cerr *C.nri_error
+	raceIOSync()
+	err := takeError(C.nri_adaptation_start(r.core, &cerr), cerr)
+	raceIOSync()
+	runtime.KeepAlive(r)
+	return err
+}
+
+// Stop the NRI runtime.
+func (r *Adaptation) Stop() {
+	log.Infof(noCtx, "runtime interface shutting down...")
+	var cerr *C.nri_error
+	raceIOSync()
+	defer raceIOSync()
+	if err := takeError(C.nri_adaptation_stop(r.core, &cerr), cerr); err != nil {
+		log.Errorf(noCtx, "failed to stop NRI runtime: %v", err)
+	}
+	runtime.KeepAlive(r)
+}
+
+type cEvent func(a *C.nri_adaptation, req *C.uint8_t, n C.size_t, cerr **C.nri_error) C.nri_status
+type cEventWithResponse func(a *C.nri_adaptation, req *C.uint8_t, n C.size_t, rsp *C.nri_buffer, cerr **C.nri_error) C.nri_status
+
+// The core's event functions, as Go values.
+var (
+	cRunPodSandbox cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
+		return C.nri_adaptation_run_pod_sandbox(a, p, n, e)
+	}
+	cPostUpdatePodSandbox cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
+		return C.nri_adaptation_post_update_pod_sandbox(a, p, n, e)
+	}
+	cStopPodSandbox cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
+		return C.nri_adaptation_stop_pod_sandbox(a, p, n, e)
+	}
+	cRemovePodSandbox cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
+		return C.nri_adaptation_remove_pod_sandbox(a, p, n, e)
+	}
+	cPostCreateContainer cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
+		return C.nri_adaptation_post_create_container(a, p, n, e)
+	}
+	cStartContainer cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
+		return C.nri_adaptation_start_container(a, p, n, e)
+	}
+	cPostStartContainer cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
+		return C.nri_adaptation_post_start_container(a, p, n, e)
+	}
+	cPostUpdateContainer cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
+		return C.nri_adaptation_post_update_container(a, p, n, e)
+	}
+	cRemoveContainer cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
+		return C.nri_adaptation_remove_container(a, p, n, e)
+	}
+	cUpdatePodSandbox cEventWithResponse = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, b *C.nri_buffer, e **C.nri_error) C.nri_status {
+		return C.nri_adaptation_update_pod_sandbox(a, p, n, b, e)
+	}
+	cCreateContainer cEventWithResponse = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, b *C.nri_buffer, e **C.nri_error) C.nri_status {
+		return C.nri_adaptation_create_container(a, p, n, b, e)
+	}
+	cUpdateContainer cEventWithResponse = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, b *C.nri_buffer, e **C.nri_error) C.nri_status {
+		return C.nri_adaptation_update_container(a, p, n, b, e)
+	}
+	cStopContainer cEventWithResponse = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, b *C.nri_buffer, e **C.nri_error) C.nri_status {
+		return C.nri_adaptation_stop_container(a, p, n, b, e)
+	}
+)
+
+// event relays req through the core.
+func (r *Adaptation) event(req proto.Message, call cEvent) error {
+	data, err := proto.Marshal(req)
+	if err != nil {
+		return err
+	}
+	return r.relay(data, call)
+}
+
+// relay hands an encoded request to the core.
+func (r *Adaptation) relay(data []byte, call cEvent) error {
+	p, n := bytesArg(data)
+	var cerr *C.nri_error
+	raceIOSync()
+	err := takeError(call(r.core, p, n, &cerr), cerr)
+	raceIOSync()
+	runtime.KeepAlive(data)
+	runtime.KeepAlive(r)
+	return err
+}
+
+// eventWithResponse relays req through the core and decodes its response into rsp.
+func (r *Adaptation) eventWithResponse(req, rsp proto.Message, call cEventWithResponse) error {
+	data, err := proto.Marshal(req)
+	if err != nil {
+		return err
+	}
+	out, err := r.relayWithResponse(data, call)
+	if err != nil {
+		return err
+	}
+	return proto.Unmarshal(out, rsp)
+}
+
+// relayWithResponse hands an encoded request to the core and returns the
+// encoded response.
+func (r *Adaptation) relayWithResponse(data []byte, call cEventWithResponse) ([]byte, error) {
+	p, n := bytesArg(data)
+	var (
+		buf  C.nri_buffer
+		cerr *C.nri_error
+	)
+	raceIOSync()
+	err := takeError(call(r.core, p, n, &buf, &cerr), cerr)
+	raceIOSync()
+	runtime.KeepAlive(data)
+	runtime.KeepAlive(r)
+	if err != nil {
+		return nil, err
+	}
+	return takeBuffer(&buf), nil
+}
+
+// RunPodSandbox relays the corresponding CRI request to plugins.
+func (r *Adaptation) RunPodSandbox(_ context.Context, req *RunPodSandboxRequest) error {
+	return r.event(req, cRunPodSandbox)
+}
+
+// UpdatePodSandbox relays the corresponding CRI request to plugins.
+func (r *Adaptation) UpdatePodSandbox(_ context.Context, req *UpdatePodSandboxRequest) (*UpdatePodSandboxResponse, error) {
+	rsp := &UpdatePodSandboxResponse{}
+	err := r.eventWithResponse(req, rsp, cUpdatePodSandbox)
+	if err != nil {
+		return nil, err
+	}
+	return rsp, nil
+}
+
+// PostUpdatePodSandbox relays the corresponding CRI request to plugins.
+func (r *Adaptation) PostUpdatePodSandbox(_ context.Context, req *PostUpdatePodSandboxRequest) error {
+	return r.event(req, cPostUpdatePodSandbox)
+}
+
+// StopPodSandbox relays the corresponding CRI request to plugins.
+func (r *Adaptation) StopPodSandbox(_ context.Context, req *StopPodSandboxRequest) error {
+	return r.event(req, cStopPodSandbox)
+}
+
+// RemovePodSandbox relays the corresponding CRI request to plugins.
+func (r *Adaptation) RemovePodSandbox(_ context.Context, req *RemovePodSandboxRequest) error {
+	return r.event(req, cRemovePodSandbox)
+}
+
+// CreateContainer relays the corresponding CRI request to plugins.
+func (r *Adaptation) CreateContainer(_ context.Context, req *CreateContainerRequest) (*CreateContainerResponse, error) {
+	rsp := &CreateContainerResponse{}
+	err := r.eventWithResponse(req, rsp, cCreateContainer)
+	if err != nil {
+		return nil, err
+	}
+	return rsp, nil
+}
+
+// PostCreateContainer relays the corresponding CRI request to plugins.
+func (r *Adaptation) PostCreateContainer(_ context.Context, req *PostCreateContainerRequest) error {
+	return r.event(req, cPostCreateContainer)
+}
+
+// StartContainer relays the corresponding CRI request to plugins.
+func (r *Adaptation) StartContainer(_ context.Context, req *StartContainerRequest) error {
+	return r.event(req, cStartContainer)
+}
+
+// PostStartContainer relays the corresponding CRI request to plugins.
+func (r *Adaptation) PostStartContainer(_ context.Context, req *PostStartContainerRequest) error {
+	return r.event(req, cPostStartContainer)
+}
+
+// UpdateContainer relays the corresponding CRI request to plugins.
+func (r *Adaptation) UpdateContainer(_ context.Context, req *UpdateContainerRequest) (*UpdateContainerResponse, error) {
+	rsp := &UpdateContainerResponse{}
+	err := r.eventWithResponse(req, rsp, cUpdateContainer)
+	if err != nil {
+		return nil, err
+	}
+	return rsp, nil
+}
+
+// PostUpdateContainer relays the corresponding CRI request to plugins.
+func (r *Adaptation) PostUpdateContainer(_ context.Context, req *PostUpdateContainerRequest) error {
+	return r.event(req, cPostUpdateContainer)
+}
+
+// StopContainer relays the corresponding CRI request to plugins.
+func (r *Adaptation) StopContainer(_ context.Context, req *StopContainerRequest) (*StopContainerResponse, error) {
+	rsp := &StopContainerResponse{}
+	err := r.eventWithResponse(req, rsp, cStopContainer)
+	if err != nil {
+		return nil, err
+	}
+	return rsp, nil
+}
+
+// RemoveContainer relays the corresponding CRI request to plugins.
+func (r *Adaptation) RemoveContainer(_ context.Context, req *RemoveContainerRequest) error {
+	return r.event(req, cRemoveContainer)
+}
+
+// PluginSyncBlock is a handle for blocking plugin synchronization.
+type PluginSyncBlock struct {
+	r     *Adaptation
+	block *C.nri_plugin_sync_block
+}
+
+// BlockPluginSync blocks plugins from being synchronized/fully registered.
+func (r *Adaptation) BlockPluginSync() *PluginSyncBlock {
+	var (
+		block *C.nri_plugin_sync_block
+		cerr  *C.nri_error
+	)
+	if err := takeError(C.nri_adaptation_block_plugin_sync(r.core, &block, &cerr), cerr); err != nil {
+		log.Errorf(noCtx, "failed to block plugin sync: %v", err)
+		return &PluginSyncBlock{}
+	}
+	return &PluginSyncBlock{r: r, block: block}
+}
+
+// Unblock a plugin sync. block put in place by BlockPluginSync. Safe to call
+// multiple times but only from a single goroutine.
+func (b *PluginSyncBlock) Unblock() {
+	if b != nil && b.block != nil {
+		C.nri_plugin_sync_block_free(b.block)
+		b.block = nil
+		runtime.KeepAlive(b.r)
+		b.r = nil
+	}
+}
+
+// SetPluginRegistrationTimeout sets the timeout for plugin registration.
+func SetPluginRegistrationTimeout(t time.Duration) {
+	C.nri_set_plugin_registration_timeout(C.uint64_t(t.Milliseconds()))
+}
+
+// SetPluginRequestTimeout sets the timeout for plugins to handle a request.
+func SetPluginRequestTimeout(t time.Duration) {
+	C.nri_set_plugin_request_timeout(C.uint64_t(t.Milliseconds()))
+}

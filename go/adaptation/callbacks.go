@@ -1,0 +1,214 @@
+package adaptation
+
+// The Go side of the core's callbacks. Each runs on a thread of the Rust
+// core, recovers its own panics (a Go panic must never unwind into Rust)
+// and answers through the reply it was given.
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+#include "nri.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"runtime/cgo"
+	"time"
+
+	"github.com/containerd/nri/pkg/adaptation/builtin"
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/log"
+	"google.golang.org/protobuf/proto"
+)
+
+// runtimeCallbacks is what the core's sync and update callbacks reach. It
+// is separate from Adaptation so the handle does not keep the Adaptation
+// alive (its finalizer frees the core).
+type runtimeCallbacks struct {
+	syncFn   SyncFn
+	updateFn UpdateFn
+}
+
+//export nriGoDeleteHandle
+func nriGoDeleteHandle(h C.uintptr_t) {
+	defer func() { _ = recover() }()
+	cgo.Handle(h).Delete()
+}
+
+//export nriGoSync
+func nriGoSync(h C.uintptr_t, cb *C.nri_sync_cb, reply *C.nri_reply) {
+	raceIOSync()
+	defer raceIOSync()
+	defer recoverInto(reply, "SyncFn")
+	r := cgo.Handle(h).Value().(*runtimeCallbacks)
+	syncCB := func(_ context.Context, pods []*PodSandbox, containers []*Container) ([]*ContainerUpdate, error) {
+		state, err := proto.Marshal(&api.SynchronizeRequest{Pods: pods, Containers: containers})
+		if err != nil {
+			return nil, err
+		}
+		p, n := bytesArg(state)
+		var (
+			buf  C.nri_buffer
+			cerr *C.nri_error
+		)
+		raceIOSync()
+		defer raceIOSync()
+		if err := takeError(C.nri_sync_cb_call(cb, p, n, &buf, &cerr), cerr); err != nil {
+			return nil, err
+		}
+		rsp := &api.SynchronizeResponse{}
+		if err := proto.Unmarshal(takeBuffer(&buf), rsp); err != nil {
+			return nil, err
+		}
+		return rsp.Update, nil
+	}
+	if err := r.syncFn(context.Background(), syncCB); err != nil {
+		replyError(reply, err.Error())
+	}
+}
+
+//export nriGoUpdate
+func nriGoUpdate(h C.uintptr_t, req *C.uint8_t, n C.size_t, reply *C.nri_reply) {
+	raceIOSync()
+	defer raceIOSync()
+	defer recoverInto(reply, "UpdateFn")
+	r := cgo.Handle(h).Value().(*runtimeCallbacks)
+	in := &api.UpdateContainersRequest{}
+	if err := proto.Unmarshal(goBytes(req, n), in); err != nil {
+		replyError(reply, err.Error())
+		return
+	}
+	failed, err := r.updateFn(context.Background(), in.Update)
+	replyWith(reply, &api.UpdateContainersResponse{Failed: failed}, err)
+}
+
+// builtinOps decodes a builtin plugin request and calls the matching method
+// of upstream's builtin.BuiltinPlugin, which also does upstream's
+// defaulting (e.g. events derived from the handlers that are set).
+var builtinOps = map[C.uint32_t]func(context.Context, *builtin.BuiltinPlugin, []byte) (proto.Message, error){
+	C.NRI_BUILTIN_OP_CONFIGURE:               builtinCall((*builtin.BuiltinPlugin).Configure),
+	C.NRI_BUILTIN_OP_SYNCHRONIZE:             builtinCall((*builtin.BuiltinPlugin).Synchronize),
+	C.NRI_BUILTIN_OP_RUN_POD_SANDBOX:         builtinCall((*builtin.BuiltinPlugin).RunPodSandbox),
+	C.NRI_BUILTIN_OP_UPDATE_POD_SANDBOX:      builtinCall((*builtin.BuiltinPlugin).UpdatePodSandbox),
+	C.NRI_BUILTIN_OP_POST_UPDATE_POD_SANDBOX: builtinCall((*builtin.BuiltinPlugin).PostUpdatePodSandbox),
+	C.NRI_BUILTIN_OP_STOP_POD_SANDBOX:        builtinCall((*builtin.BuiltinPlugin).StopPodSandbox),
+	C.NRI_BUILTIN_OP_REMOVE_POD_SANDBOX:      builtinCall((*builtin.BuiltinPlugin).RemovePodSandbox),
+	C.NRI_BUILTIN_OP_CREATE_CONTAINER:        builtinCall((*builtin.BuiltinPlugin).CreateContainer),
+	C.NRI_BUILTIN_OP_POST_CREATE_CONTAINER:   builtinCall((*builtin.BuiltinPlugin).PostCreateContainer),
+	C.NRI_BUILTIN_OP_START_CONTAINER:         builtinCall((*builtin.BuiltinPlugin).StartContainer),
+	C.NRI_BUILTIN_OP_POST_START_CONTAINER:    builtinCall((*builtin.BuiltinPlugin).PostStartContainer),
+	C.NRI_BUILTIN_OP_UPDATE_CONTAINER:        builtinCall((*builtin.BuiltinPlugin).UpdateContainer),
+	C.NRI_BUILTIN_OP_POST_UPDATE_CONTAINER:   builtinCall((*builtin.BuiltinPlugin).PostUpdateContainer),
+	C.NRI_BUILTIN_OP_STOP_CONTAINER:          builtinCall((*builtin.BuiltinPlugin).StopContainer),
+	C.NRI_BUILTIN_OP_REMOVE_CONTAINER:        builtinCall((*builtin.BuiltinPlugin).RemoveContainer),
+	C.NRI_BUILTIN_OP_VALIDATE_CONTAINER_ADJUSTMENT: func(ctx context.Context, b *builtin.BuiltinPlugin, in []byte) (proto.Message, error) {
+		req := &api.ValidateContainerAdjustmentRequest{}
+		if err := proto.Unmarshal(in, req); err != nil {
+			return nil, err
+		}
+		rsp, err := b.ValidateContainerAdjustment(ctx, req)
+		if err == nil && rsp.GetReject() {
+			err = fmt.Errorf("%s", rsp.GetReason())
+		}
+		return nil, err
+	},
+}
+
+// builtinCall adapts a BuiltinPlugin event method, whatever its request
+// and response types, to the table above.
+func builtinCall[Req any, Rsp proto.Message, PReq interface {
+	*Req
+	proto.Message
+}](method func(*builtin.BuiltinPlugin, context.Context, PReq) (Rsp, error)) func(context.Context, *builtin.BuiltinPlugin, []byte) (proto.Message, error) {
+	return func(ctx context.Context, b *builtin.BuiltinPlugin, in []byte) (proto.Message, error) {
+		req := PReq(new(Req))
+		if err := proto.Unmarshal(in, req); err != nil {
+			return nil, err
+		}
+		return method(b, ctx, req)
+	}
+}
+
+//export nriGoBuiltin
+func nriGoBuiltin(h C.uintptr_t, op C.uint32_t, req *C.uint8_t, n C.size_t, reply *C.nri_reply) {
+	raceIOSync()
+	defer raceIOSync()
+	defer recoverInto(reply, "builtin plugin")
+	b := cgo.Handle(h).Value().(*builtin.BuiltinPlugin)
+	call, ok := builtinOps[op]
+	if !ok {
+		replyError(reply, fmt.Sprintf("builtin plugin %s-%s: unknown request %d", b.Index, b.Base, op))
+		return
+	}
+	rsp, err := call(context.Background(), b, goBytes(req, n))
+	replyWith(reply, rsp, err)
+}
+
+//export nriGoInvocation
+func nriGoInvocation(h C.uintptr_t, plugin, op, cerr *C.char) {
+	raceIOSync()
+	defer raceIOSync()
+	defer func() { _ = recover() }()
+	var err error
+	if cerr != nil {
+		err = fmt.Errorf("%s", C.GoString(cerr))
+	}
+	cgo.Handle(h).Value().(Metrics).RecordPluginInvocation(C.GoString(plugin), C.GoString(op), err)
+}
+
+//export nriGoLatency
+func nriGoLatency(h C.uintptr_t, plugin, op *C.char, nanos C.uint64_t) {
+	raceIOSync()
+	defer raceIOSync()
+	defer func() { _ = recover() }()
+	cgo.Handle(h).Value().(Metrics).RecordPluginLatency(C.GoString(plugin), C.GoString(op), time.Duration(nanos))
+}
+
+//export nriGoAdjustments
+func nriGoAdjustments(h C.uintptr_t, plugin, op *C.char, adj *C.uint8_t, n C.size_t, updates, evicts C.size_t) {
+	raceIOSync()
+	defer raceIOSync()
+	defer func() { _ = recover() }()
+	var adjust *ContainerAdjustment
+	if adj != nil {
+		adjust = &ContainerAdjustment{}
+		if err := proto.Unmarshal(goBytes(adj, n), adjust); err != nil {
+			adjust = nil
+		}
+	}
+	cgo.Handle(h).Value().(Metrics).RecordPluginAdjustments(C.GoString(plugin), C.GoString(op), adjust, int(updates), int(evicts))
+}
+
+//export nriGoPluginCount
+func nriGoPluginCount(h C.uintptr_t, count C.size_t) {
+	raceIOSync()
+	defer raceIOSync()
+	defer func() { _ = recover() }()
+	cgo.Handle(h).Value().(Metrics).UpdatePluginCount(int(count))
+}
+
+//export nriGoDeprecation
+func nriGoDeprecation(h C.uintptr_t, d C.uint32_t, plugin, details *C.char) {
+	raceIOSync()
+	defer raceIOSync()
+	defer func() { _ = recover() }()
+	cgo.Handle(h).Value().(DeprecationRecorder).PluginWarning(context.Background(), Deprecation(d), C.GoString(plugin), C.GoString(details))
+}
+
+//export nriGoLog
+func nriGoLog(level C.uint32_t, target, message *C.char) {
+	defer func() { _ = recover() }()
+	msg := C.GoString(message)
+	switch level {
+	case C.NRI_LOG_LEVEL_ERROR:
+		log.Errorf(noCtx, "%s", msg)
+	case C.NRI_LOG_LEVEL_WARN:
+		log.Warnf(noCtx, "%s", msg)
+	case C.NRI_LOG_LEVEL_INFO:
+		log.Infof(noCtx, "%s", msg)
+	default:
+		log.Debugf(noCtx, "%s", msg)
+	}
+}

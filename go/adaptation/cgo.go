@@ -1,0 +1,101 @@
+package adaptation
+
+// The boundary to the Rust core (include/nri.h). Go values never cross it
+// as pointers: each callback target travels as a cgo.Handle stored in a
+// small C allocation (so C holds a plain integer, never Go memory), and the
+// finalizer the core runs when it is done with it deletes the handle.
+//
+// Build: CGO_CFLAGS must find nri.h and CGO_LDFLAGS libnri.a (the Makefile
+// sets both; see README "Using nri-rs from Go").
+
+/*
+#cgo LDFLAGS: -lnri -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+#include <stdint.h>
+#include <stdlib.h>
+#include "nri.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// nriError is an error reported by the Rust core: its status and message.
+type nriError struct {
+	status C.nri_status
+	msg    string
+}
+
+func (e *nriError) Error() string { return e.msg }
+
+// takeError turns a status and the core's error object into a Go error,
+// releasing the object.
+func takeError(status C.nri_status, cerr *C.nri_error) error {
+	if status == C.NRI_STATUS_OK {
+		return nil
+	}
+	if cerr == nil {
+		return &nriError{status: status, msg: C.GoString(C.nri_status_name(C.uint32_t(status)))}
+	}
+	defer C.nri_error_free(cerr)
+	return &nriError{status: C.nri_error_status(cerr), msg: C.GoString(C.nri_error_message(cerr))}
+}
+
+// bytesArg is the pointer C gets for a Go byte slice lent for one call.
+func bytesArg(b []byte) (*C.uint8_t, C.size_t) {
+	if len(b) == 0 {
+		return nil, 0
+	}
+	return (*C.uint8_t)(unsafe.Pointer(&b[0])), C.size_t(len(b))
+}
+
+// takeBuffer copies an owned core buffer into Go memory and releases it.
+func takeBuffer(buf *C.nri_buffer) []byte {
+	defer C.nri_buffer_free(buf)
+	if buf.data == nil || buf.len == 0 {
+		return nil
+	}
+	return C.GoBytes(unsafe.Pointer(buf.data), C.int(buf.len))
+}
+
+// goBytes views C memory lent to a callback, copied.
+func goBytes(p *C.uint8_t, n C.size_t) []byte {
+	if p == nil || n == 0 {
+		return nil
+	}
+	return C.GoBytes(unsafe.Pointer(p), C.int(n))
+}
+
+// replyWith sets a callback's reply: the error, or the encoded message.
+func replyWith(reply *C.nri_reply, msg proto.Message, err error) {
+	if err == nil && msg != nil {
+		var data []byte
+		if data, err = proto.Marshal(msg); err == nil {
+			p, n := bytesArg(data)
+			C.nri_reply_set_data(reply, p, n)
+			return
+		}
+	}
+	if err != nil {
+		replyError(reply, err.Error())
+	}
+}
+
+func replyError(reply *C.nri_reply, msg string) {
+	cmsg := C.CString(msg)
+	defer C.free(unsafe.Pointer(cmsg))
+	C.nri_reply_set_error(reply, cmsg)
+}
+
+// recoverInto turns a panic in a callback into the callback's error, so it
+// never unwinds into Rust.
+func recoverInto(reply *C.nri_reply, what string) {
+	if p := recover(); p != nil {
+		if reply != nil {
+			replyError(reply, fmt.Sprintf("panic in %s: %v", what, p))
+		}
+	}
+}
