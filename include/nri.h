@@ -52,7 +52,9 @@ enum nri_status
    */
   NRI_STATUS_REJECTED = 6,
   /**
-   * A callback of the caller (sync, update) reported an error.
+   * The caller's sync callback reported an error during
+   * `nri_adaptation_start`. (An update callback's error goes to the
+   * plugin that asked for the update, not to the caller.)
    */
   NRI_STATUS_CALLBACK_FAILED = 7,
   /**
@@ -345,11 +347,6 @@ typedef void (*nri_deprecation_fn)(void *user_data,
                                    nri_deprecation deprecation,
                                    const char *plugin,
                                    const char *details);
-
-/**
- * Identifies a logical connection on the trunk.
- */
-typedef uint32_t ConnId;
 
 #ifdef __cplusplus
 extern "C" {

@@ -27,7 +27,9 @@ pub enum nri_status {
     Conflict = 5,
     /// A validating plugin rejected the adjustment, or could not be asked.
     Rejected = 6,
-    /// A callback of the caller (sync, update) reported an error.
+    /// The caller's sync callback reported an error during
+    /// `nri_adaptation_start`. (An update callback's error goes to the
+    /// plugin that asked for the update, not to the caller.)
     CallbackFailed = 7,
     /// Starting the adaptation failed (socket, plugin launch, sync).
     StartFailed = 8,
@@ -230,8 +232,12 @@ mod tests {
     fn adaptation_errors_map_to_their_status() {
         let f = Failure::from(Error::Merge("conflict".into()));
         assert_eq!(f.status, nri_status::Conflict);
-        assert_eq!(Failure::from(Error::NotRunning).status, nri_status::NotRunning);
-        let name = unsafe { std::ffi::CStr::from_ptr(nri_status_name(nri_status::Rejected as u32)) };
+        assert_eq!(
+            Failure::from(Error::NotRunning).status,
+            nri_status::NotRunning
+        );
+        let name =
+            unsafe { std::ffi::CStr::from_ptr(nri_status_name(nri_status::Rejected as u32)) };
         assert_eq!(name.to_str().unwrap(), "rejected");
     }
 }

@@ -28,7 +28,9 @@ mod options;
 pub use self::adaptation::*;
 pub use self::buffer::{nri_buffer, nri_buffer_free};
 pub use self::callbacks::*;
-pub use self::error::{nri_error, nri_error_free, nri_error_message, nri_error_status, nri_status, nri_status_name};
+pub use self::error::{
+    nri_error, nri_error_free, nri_error_message, nri_error_status, nri_status, nri_status_name,
+};
 pub use self::log::*;
 pub use self::options::*;
 

@@ -108,7 +108,11 @@ pub unsafe extern "C" fn nri_options_set_plugin_config_path(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // SAFETY: guaranteed by the caller.
-    unsafe { set_path(opts, "plugin config path", path, err, |o, p| o.plugin_config_path(p)) }
+    unsafe {
+        set_path(opts, "plugin config path", path, err, |o, p| {
+            o.plugin_config_path(p)
+        })
+    }
 }
 
 /// The socket external plugins connect to (`WithSocketPath`).
