@@ -150,7 +150,7 @@ char *read_file(const char *path)
 /* ---- Real plugins ----------------------------------------------------- */
 
 #ifndef NRI_BIN_DIR
-#error "build with -DNRI_BIN_DIR=\"/path/to/target/release\""
+#error "build with -DNRI_BIN_DIR=\"/path/to/target/debug\""
 #endif
 
 void sleep_ms(int ms)
@@ -165,7 +165,7 @@ void bin_path(char *out, size_t cap, const char *binary)
     int n = snprintf(out, cap, "%s/%s", NRI_BIN_DIR, binary);
     assert_true(n > 0 && (size_t)n < cap);
     if (access(out, X_OK) != 0)
-        fail_msg("%s is missing: build it with `cargo build --release --bins`", out);
+        fail_msg("%s is missing: build it with `make build`", out);
 }
 
 void install_plugin(const tmpdir *d, const char *binary, const char *name, const char *config)
