@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -459,4 +461,63 @@ int recorder_count(recorder *r, nri_builtin_op op)
     for (int i = 0; i < r->n; i++)
         n += r->calls[i].op == op;
     return n;
+}
+
+/* ---- The usual test fixture ------------------------------------------ */
+
+int fixture_setup(void **state)
+{
+    fixture *f = test_calloc(1, sizeof *f);
+    tmp_make(&f->dir);
+    runtime_init(&f->rt);
+    recorder_init(&f->rec);
+    recorder_init(&f->rec2);
+    f->opts = test_options(&f->dir, 0);
+    *state = f;
+    return 0;
+}
+
+int fixture_teardown(void **state)
+{
+    fixture *f = *state;
+    nri_options_free(f->opts);
+    nri_adaptation_free(f->a);
+    if (f->child > 0) {
+        kill(f->child, SIGKILL);
+        waitpid(f->child, NULL, 0);
+    }
+    recorder_destroy(&f->rec);
+    recorder_destroy(&f->rec2);
+    runtime_destroy(&f->rt);
+    tmp_remove(&f->dir);
+    test_free(f);
+    return th_teardown(state);
+}
+
+void fixture_external(fixture *f)
+{
+    nri_options_free(f->opts);
+    f->opts = test_options(&f->dir, 1);
+}
+
+void fixture_add(fixture *f, recorder *r, const char *name, const char *index, int32_t events)
+{
+    nri_error *err = NULL;
+    nri_builtin_plugin p = recorder_plugin(r, name, index, events);
+    assert_ok(nri_options_add_builtin_plugin(f->opts, &p, &err), &err);
+}
+
+nri_adaptation *fixture_new(fixture *f)
+{
+    f->a = new_adaptation(&f->rt, f->opts);
+    f->opts = NULL;
+    return f->a;
+}
+
+nri_adaptation *fixture_start(fixture *f)
+{
+    nri_error *err = NULL;
+    fixture_new(f);
+    assert_ok(nri_adaptation_start(f->a, &err), &err);
+    return f->a;
 }

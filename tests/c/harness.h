@@ -139,4 +139,30 @@ nri_builtin_plugin recorder_plugin(recorder *r, const char *name, const char *in
 const seen_call *recorder_last(recorder *r, nri_builtin_op op);
 int recorder_count(recorder *r, nri_builtin_op op);
 
+/* ---- The usual test fixture ------------------------------------------
+ * A temp dir, the runtime's callbacks, two recorders and options that
+ * touch nothing outside the temp dir (no socket); the adaptation made
+ * from them. The teardown releases whatever is left and checks the
+ * callback threads' findings. */
+typedef struct fixture {
+    tmpdir dir;
+    runtime rt;
+    recorder rec, rec2;
+    nri_options *opts;      /* until fixture_new consumes them */
+    nri_adaptation *a;
+    int child;              /* a plugin process to kill at the end, or 0 */
+} fixture;
+
+int fixture_setup(void **state);
+int fixture_teardown(void **state);
+#define FIXTURE_TEST(fn) cmocka_unit_test_setup_teardown(fn, fixture_setup, fixture_teardown)
+/* Replaces the options with ones that open the socket d/nri.sock. */
+void fixture_external(fixture *f);
+/* Adds recorder `r` as builtin plugin `index`-`name`. */
+void fixture_add(fixture *f, recorder *r, const char *name, const char *index, int32_t events);
+/* Makes the adaptation of the options (consuming them). */
+nri_adaptation *fixture_new(fixture *f);
+/* fixture_new and nri_adaptation_start, asserting success. */
+nri_adaptation *fixture_start(fixture *f);
+
 #endif

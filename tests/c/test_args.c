@@ -47,14 +47,9 @@ static nri_status call_event(size_t i, const nri_adaptation *a, const uint8_t *r
 
 static void every_event_refuses_bad_arguments(void **state)
 {
-    (void)state;
-    tmpdir d;
-    runtime rt;
+    fixture *f = *state;
     nri_error *err = NULL;
-    tmp_make(&d);
-    runtime_init(&rt);
-    nri_adaptation *a = new_adaptation(&rt, test_options(&d, 0));
-    assert_ok(nri_adaptation_start(a, &err), &err);
+    nri_adaptation *a = fixture_start(f);
     pb pod_req = { 0 }, ctr_req = { 0 };
     msg_pod_request(&pod_req, "pod0");
     msg_container_request(&ctr_req, "pod0", "ctr0", "ctr0");
@@ -89,9 +84,6 @@ static void every_event_refuses_bad_arguments(void **state)
 
     pb_free(&pod_req);
     pb_free(&ctr_req);
-    nri_adaptation_free(a);
-    runtime_destroy(&rt);
-    tmp_remove(&d);
 }
 
 static void lifecycle_functions_refuse_null(void **state)
@@ -119,7 +111,9 @@ static void lifecycle_functions_refuse_null(void **state)
 /* nri_adaptation_new with one bad argument: refused, `*out` untouched,
  * and both the options (holding a builtin plugin) and the callbacks' user
  * data consumed. */
-static void assert_new_refused(const char *name, const char *version, int drop_sync,
+enum { KEEP_BOTH, DROP_SYNC, DROP_UPDATE };
+
+static void assert_new_refused(const char *name, const char *version, int drop,
                                int null_callbacks, int null_out, const char *text)
 {
     runtime rt;
@@ -131,8 +125,10 @@ static void assert_new_refused(const char *name, const char *version, int drop_s
     nri_builtin_plugin p = recorder_plugin(&rec, "rec", "10", 0);
     assert_ok(nri_options_add_builtin_plugin(opts, &p, &err), &err);
     nri_callbacks cbs = runtime_callbacks(&rt);
-    if (drop_sync)
+    if (drop == DROP_SYNC)
         cbs.sync = NULL;
+    if (drop == DROP_UPDATE)
+        cbs.update = NULL;
     nri_adaptation *sentinel = (nri_adaptation *)&rt, *a = sentinel;
     assert_fails(nri_adaptation_new(name, version, null_callbacks ? NULL : &cbs, opts,
                                     null_out ? NULL : &a, &err),
@@ -147,12 +143,13 @@ static void assert_new_refused(const char *name, const char *version, int drop_s
 static void new_refuses_bad_arguments(void **state)
 {
     (void)state;
-    assert_new_refused(NULL, "1.0", 0, 0, 0, "name is NULL");
-    assert_new_refused("c-test", NULL, 0, 0, 0, "version is NULL");
-    assert_new_refused("c-\xc3\x28", "1.0", 0, 0, 0, "name is not UTF-8");
-    assert_new_refused("c-test", "1.0", 1, 0, 0, "callbacks.sync is NULL");
-    assert_new_refused("c-test", "1.0", 0, 1, 0, "callbacks is NULL");
-    assert_new_refused("c-test", "1.0", 0, 0, 1, "out is NULL");
+    assert_new_refused(NULL, "1.0", KEEP_BOTH, 0, 0, "name is NULL");
+    assert_new_refused("c-test", NULL, KEEP_BOTH, 0, 0, "version is NULL");
+    assert_new_refused("c-\xc3\x28", "1.0", KEEP_BOTH, 0, 0, "name is not UTF-8");
+    assert_new_refused("c-test", "1.0", DROP_SYNC, 0, 0, "callbacks.sync is NULL");
+    assert_new_refused("c-test", "1.0", DROP_UPDATE, 0, 0, "callbacks.update is NULL");
+    assert_new_refused("c-test", "1.0", KEEP_BOTH, 1, 0, "callbacks is NULL");
+    assert_new_refused("c-test", "1.0", KEEP_BOTH, 0, 1, "out is NULL");
 }
 
 static void option_setters_refuse_bad_arguments(void **state)
@@ -210,31 +207,18 @@ static void option_setters_refuse_bad_arguments(void **state)
 
 static void process_wide_timeouts_take_any_value(void **state)
 {
-    (void)state;
-    tmpdir d;
-    runtime rt;
-    recorder rec;
+    fixture *f = *state;
     nri_error *err = NULL;
-    tmp_make(&d);
-    runtime_init(&rt);
-    recorder_init(&rec);
     nri_set_plugin_registration_timeout(UINT64_MAX);
     nri_set_plugin_request_timeout(UINT64_MAX);
-    nri_options *opts = test_options(&d, 0);
-    nri_builtin_plugin p = recorder_plugin(&rec, "rec", "10", 0);
-    assert_ok(nri_options_add_builtin_plugin(opts, &p, &err), &err);
-    nri_adaptation *a = new_adaptation(&rt, opts);
-    assert_ok(nri_adaptation_start(a, &err), &err);
+    fixture_add(f, &f->rec, "rec", "10", 0);
+    nri_adaptation *a = fixture_start(f);
     pb req = { 0 };
     msg_pod_request(&req, "pod0");
     assert_ok(nri_adaptation_run_pod_sandbox(a, req.data, req.len, &err), &err);
     pb_free(&req);
-    nri_adaptation_free(a);
     nri_set_plugin_registration_timeout(5000);
     nri_set_plugin_request_timeout(2000);
-    recorder_destroy(&rec);
-    runtime_destroy(&rt);
-    tmp_remove(&d);
 }
 
 static void errors_and_buffers_accept_null(void **state)
@@ -328,11 +312,11 @@ int main(void)
 {
     harness_init();
     const struct CMUnitTest tests[] = {
-        TEST(every_event_refuses_bad_arguments),
+        FIXTURE_TEST(every_event_refuses_bad_arguments),
         TEST(lifecycle_functions_refuse_null),
         TEST(new_refuses_bad_arguments),
         TEST(option_setters_refuse_bad_arguments),
-        TEST(process_wide_timeouts_take_any_value),
+        FIXTURE_TEST(process_wide_timeouts_take_any_value),
         TEST(errors_and_buffers_accept_null),
         TEST(callbacks_get_refusals_too),
     };

@@ -5,45 +5,21 @@
 
 #include <string.h>
 
-typedef struct fixture {
-    tmpdir dir;
-    runtime rt;
-    recorder rec;
-    nri_adaptation *a;
-} fixture;
-
+/* The fixture's recorder, subscribed to every event (validation
+ * included), answering CreateContainer with env FROM_C=yes and
+ * CreateContainer, UpdateContainer and StopContainer with an update of
+ * "other-ctr". */
 static int setup(void **state)
 {
-    fixture *f = test_calloc(1, sizeof *f);
-    nri_error *err = NULL;
-    tmp_make(&f->dir);
-    runtime_init(&f->rt);
-    recorder_init(&f->rec);
+    fixture_setup(state);
+    fixture *f = *state;
     f->rec.env_key = "FROM_C";
     f->rec.env_value = "yes";
     f->rec.update_ctr = "other-ctr";
     f->rec.update_shares = 2048;
-    nri_options *opts = test_options(&f->dir, 0);
-    /* events = 0: subscribed to every event, validation included. */
-    nri_builtin_plugin p = recorder_plugin(&f->rec, "recorder", "10", 0);
-    assert_ok(nri_options_add_builtin_plugin(opts, &p, &err), &err);
-    f->a = new_adaptation(&f->rt, opts);
-    assert_ok(nri_adaptation_start(f->a, &err), &err);
-    *state = f;
+    fixture_add(f, &f->rec, "recorder", "10", 0);
+    fixture_start(f);
     return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    nri_adaptation_free(f->a);
-    assert_int_equal(f->rec.freed, 1);
-    assert_int_equal(f->rt.freed, 1);
-    recorder_destroy(&f->rec);
-    runtime_destroy(&f->rt);
-    tmp_remove(&f->dir);
-    test_free(f);
-    return th_teardown(state);
 }
 
 /* The plugin saw `op` last with these pod and container ids. */
@@ -312,7 +288,16 @@ static void startup_configured_and_synchronized_the_plugin(void **state)
     assert_int_equal(f->rt.syncs, 1);
 }
 
-#define EVENT_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+static void finalizers_run_once_at_free(void **state)
+{
+    fixture *f = *state;
+    nri_adaptation_free(f->a);
+    f->a = NULL;
+    assert_int_equal(f->rec.freed, 1);
+    assert_int_equal(f->rt.freed, 1);
+}
+
+#define EVENT_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, fixture_teardown)
 
 int main(void)
 {
@@ -333,6 +318,7 @@ int main(void)
         EVENT_TEST(stop_container),
         EVENT_TEST(remove_container),
         EVENT_TEST(empty_requests_are_valid_messages),
+        EVENT_TEST(finalizers_run_once_at_free),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* Handle lifecycle: new, start, stop, free; NULL frees; what a stopped or
- * never started adaptation answers; finalizers run exactly once. */
+ * never started adaptation answers; finalizers run exactly once. (A failed
+ * new, consuming its options and user data: test_args.c.) */
 #include "harness.h"
 
 #include <string.h>
@@ -16,31 +17,24 @@ static nri_status run_pod(nri_adaptation *a, nri_error **err)
 
 static void new_start_stop_free(void **state)
 {
-    (void)state;
-    tmpdir d;
-    runtime rt;
+    fixture *f = *state;
     nri_error *err = NULL;
-    tmp_make(&d);
-    runtime_init(&rt);
-
-    nri_adaptation *a = new_adaptation(&rt, test_options(&d, 0));
-    assert_int_equal(rt.syncs, 0);
+    nri_adaptation *a = fixture_new(f);
+    assert_int_equal(f->rt.syncs, 0);
     assert_ok(nri_adaptation_start(a, &err), &err);
     /* Start synchronizes the (here: no) plugins through the sync callback,
      * from one of the library's threads. */
-    assert_int_equal(rt.syncs, 1);
-    assert_int_equal(rt.off_main, 1);
-    assert_int_equal(rt.sync_status, NRI_STATUS_OK);
+    assert_int_equal(f->rt.syncs, 1);
+    assert_int_equal(f->rt.off_main, 1);
+    assert_int_equal(f->rt.sync_status, NRI_STATUS_OK);
     assert_ok(run_pod(a, &err), &err);
     assert_ok(nri_adaptation_stop(a, &err), &err);
     /* Stopping a stopped adaptation does nothing. */
     assert_ok(nri_adaptation_stop(a, NULL), &err);
-    assert_int_equal(rt.freed, 0);
+    assert_int_equal(f->rt.freed, 0);
     nri_adaptation_free(a);
-    assert_int_equal(rt.freed, 1);
-
-    runtime_destroy(&rt);
-    tmp_remove(&d);
+    f->a = NULL;
+    assert_int_equal(f->rt.freed, 1);
 }
 
 static void frees_accept_null(void **state)
@@ -61,13 +55,9 @@ static void frees_accept_null(void **state)
 
 static void events_need_a_running_adaptation(void **state)
 {
-    (void)state;
-    tmpdir d;
-    runtime rt;
+    fixture *f = *state;
     nri_error *err = NULL;
-    tmp_make(&d);
-    runtime_init(&rt);
-    nri_adaptation *a = new_adaptation(&rt, test_options(&d, 0));
+    nri_adaptation *a = fixture_new(f);
 
     assert_fails(run_pod(a, &err), &err, NRI_STATUS_NOT_RUNNING, "not running");
     assert_ok(nri_adaptation_start(a, &err), &err);
@@ -76,21 +66,14 @@ static void events_need_a_running_adaptation(void **state)
     assert_fails(run_pod(a, &err), &err, NRI_STATUS_NOT_RUNNING, "not running");
     /* Without an error slot, the status alone. */
     assert_int_equal(run_pod(a, NULL), NRI_STATUS_NOT_RUNNING);
-
-    nri_adaptation_free(a);
-    runtime_destroy(&rt);
-    tmp_remove(&d);
 }
 
 static void start_twice_fails_and_restart_works(void **state)
 {
-    (void)state;
-    tmpdir d;
-    runtime rt;
+    fixture *f = *state;
     nri_error *err = NULL;
-    tmp_make(&d);
-    runtime_init(&rt);
-    nri_adaptation *a = new_adaptation(&rt, test_options(&d, 1));
+    fixture_external(f);
+    nri_adaptation *a = fixture_new(f);
 
     assert_ok(nri_adaptation_start(a, &err), &err);
     assert_fails(nri_adaptation_start(a, &err), &err, NRI_STATUS_START_FAILED, "already running");
@@ -99,13 +82,8 @@ static void start_twice_fails_and_restart_works(void **state)
     assert_ok(nri_adaptation_stop(a, &err), &err);
     /* Started again after a stop: synchronized again, socket reopened. */
     assert_ok(nri_adaptation_start(a, &err), &err);
-    assert_int_equal(rt.syncs, 2);
+    assert_int_equal(f->rt.syncs, 2);
     assert_ok(run_pod(a, &err), &err);
-
-    nri_adaptation_free(a); /* stops it */
-    assert_int_equal(rt.freed, 1);
-    runtime_destroy(&rt);
-    tmp_remove(&d);
 }
 
 static void free_without_start_and_default_options(void **state)
@@ -119,34 +97,6 @@ static void free_without_start_and_default_options(void **state)
     nri_adaptation_free(a);
     assert_int_equal(rt.syncs, 0);
     assert_int_equal(rt.freed, 1);
-    runtime_destroy(&rt);
-}
-
-static void failed_new_consumes_options_and_user_data(void **state)
-{
-    (void)state;
-    runtime rt;
-    recorder rec;
-    nri_error *err = NULL;
-    runtime_init(&rt);
-    recorder_init(&rec);
-
-    nri_options *opts = nri_options_new();
-    nri_builtin_plugin p = recorder_plugin(&rec, "rec", "10", 0);
-    assert_ok(nri_options_add_builtin_plugin(opts, &p, &err), &err);
-    nri_callbacks cbs = runtime_callbacks(&rt);
-    cbs.update = NULL; /* required */
-    nri_adaptation *sentinel = (nri_adaptation *)&rt, *a = sentinel;
-    assert_fails(nri_adaptation_new("c-test", "1.0", &cbs, opts, &a, &err), &err,
-                 NRI_STATUS_INVALID_ARGUMENT, "callbacks.update is NULL");
-    /* Outputs are written only on success. */
-    assert_ptr_equal(a, sentinel);
-    /* Both finalizers ran before it returned: the options (and the builtin
-     * plugin in them) and the callbacks' user data are gone. */
-    assert_int_equal(rt.freed, 1);
-    assert_int_equal(rec.freed, 1);
-
-    recorder_destroy(&rec);
     runtime_destroy(&rt);
 }
 
@@ -183,14 +133,9 @@ static void two_adaptations_are_independent(void **state)
 
 static void plugin_sync_block_leaves_events_alone(void **state)
 {
-    (void)state;
-    tmpdir d;
-    runtime rt;
+    fixture *f = *state;
     nri_error *err = NULL;
-    tmp_make(&d);
-    runtime_init(&rt);
-    nri_adaptation *a = new_adaptation(&rt, test_options(&d, 0));
-    assert_ok(nri_adaptation_start(a, &err), &err);
+    nri_adaptation *a = fixture_start(f);
 
     nri_plugin_sync_block *b1 = NULL, *b2 = NULL;
     assert_ok(nri_adaptation_block_plugin_sync(a, &b1, &err), &err);
@@ -203,27 +148,23 @@ static void plugin_sync_block_leaves_events_alone(void **state)
     nri_plugin_sync_block_free(b2);
     assert_ok(run_pod(a, &err), &err);
 
-    /* A block may outlive a stop; free it before the adaptation. */
+    /* A block may outlive a stop (and its adaptation: test_threads.c). */
     assert_ok(nri_adaptation_block_plugin_sync(a, &b1, &err), &err);
     assert_ok(nri_adaptation_stop(a, &err), &err);
     nri_plugin_sync_block_free(b1);
-    nri_adaptation_free(a);
-    runtime_destroy(&rt);
-    tmp_remove(&d);
 }
 
 int main(void)
 {
     harness_init();
     const struct CMUnitTest tests[] = {
-        TEST(new_start_stop_free),
+        FIXTURE_TEST(new_start_stop_free),
         TEST(frees_accept_null),
-        TEST(events_need_a_running_adaptation),
-        TEST(start_twice_fails_and_restart_works),
+        FIXTURE_TEST(events_need_a_running_adaptation),
+        FIXTURE_TEST(start_twice_fails_and_restart_works),
         TEST(free_without_start_and_default_options),
-        TEST(failed_new_consumes_options_and_user_data),
         TEST(two_adaptations_are_independent),
-        TEST(plugin_sync_block_leaves_events_alone),
+        FIXTURE_TEST(plugin_sync_block_leaves_events_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

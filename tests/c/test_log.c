@@ -61,26 +61,16 @@ static int find(const char *text)
  * `failing_sync`, the plugin fails its Synchronize (logged as a warning). */
 static void run_adaptation(int failing_sync)
 {
-    tmpdir d;
-    runtime rt;
-    recorder rec;
-    nri_error *err = NULL;
-    tmp_make(&d);
-    runtime_init(&rt);
-    recorder_init(&rec);
+    void *state;
+    fixture_setup(&state);
+    fixture *f = state;
     if (failing_sync) {
-        rec.fail_op = NRI_BUILTIN_OP_SYNCHRONIZE;
-        rec.fail_message = "no sync for you";
+        f->rec.fail_op = NRI_BUILTIN_OP_SYNCHRONIZE;
+        f->rec.fail_message = "no sync for you";
     }
-    nri_options *opts = test_options(&d, 0);
-    nri_builtin_plugin p = recorder_plugin(&rec, "logged", "10", 0);
-    assert_ok(nri_options_add_builtin_plugin(opts, &p, &err), &err);
-    nri_adaptation *a = new_adaptation(&rt, opts);
-    assert_ok(nri_adaptation_start(a, &err), &err);
-    nri_adaptation_free(a);
-    recorder_destroy(&rec);
-    runtime_destroy(&rt);
-    tmp_remove(&d);
+    fixture_add(f, &f->rec, "logged", "10", 0);
+    fixture_start(f);
+    fixture_teardown(&state);
 }
 
 static void records_reach_the_callback(void **state)

@@ -113,30 +113,22 @@ static nri_metrics all_metrics(metrics_seen *m)
 
 static void metrics_see_every_plugin_call(void **state)
 {
-    (void)state;
-    tmpdir d;
-    runtime rt;
-    recorder rec;
+    fixture *f = *state;
+    recorder *rec = &f->rec;
     metrics_seen m;
     nri_error *err = NULL;
-    tmp_make(&d);
-    runtime_init(&rt);
-    recorder_init(&rec);
     seen_init(&m);
-    rec.env_key = "FROM_C";
-    rec.env_value = "metrics";
-    rec.update_ctr = "other";
-    rec.update_shares = 10;
+    rec->env_key = "FROM_C";
+    rec->env_value = "metrics";
+    rec->update_ctr = "other";
+    rec->update_shares = 10;
 
-    nri_options *opts = test_options(&d, 0);
     nri_metrics table = all_metrics(&m);
-    assert_ok(nri_options_set_metrics(opts, &table, &err), &err);
+    assert_ok(nri_options_set_metrics(f->opts, &table, &err), &err);
     /* The table is copied: changing ours afterwards changes nothing. */
     table.invocation = NULL;
-    nri_builtin_plugin p = recorder_plugin(&rec, "rec", "10", 0);
-    assert_ok(nri_options_add_builtin_plugin(opts, &p, &err), &err);
-    nri_adaptation *a = new_adaptation(&rt, opts);
-    assert_ok(nri_adaptation_start(a, &err), &err);
+    fixture_add(f, rec, "rec", "10", 0);
+    nri_adaptation *a = fixture_start(f);
     assert_int_equal(m.plugin_count, 1);
 
     pb req = { 0 };
@@ -169,8 +161,8 @@ static void metrics_see_every_plugin_call(void **state)
     pb_free(&req);
 
     /* A failed call is an invocation with its error. */
-    rec.fail_op = NRI_BUILTIN_OP_RUN_POD_SANDBOX;
-    rec.fail_message = "pod refused";
+    rec->fail_op = NRI_BUILTIN_OP_RUN_POD_SANDBOX;
+    rec->fail_message = "pod refused";
     msg_pod_request(&req, "pod0");
     assert_fails(nri_adaptation_run_pod_sandbox(a, req.data, req.len, &err), &err,
                  NRI_STATUS_PLUGIN_FAILED, "pod refused");
@@ -182,31 +174,20 @@ static void metrics_see_every_plugin_call(void **state)
 
     assert_int_equal(m.freed, 0);
     nri_adaptation_free(a);
+    f->a = NULL;
     assert_int_equal(m.freed, 1);
-    recorder_destroy(&rec);
-    runtime_destroy(&rt);
-    tmp_remove(&d);
 }
 
 static void metrics_callbacks_may_be_null(void **state)
 {
-    (void)state;
-    tmpdir d;
-    runtime rt;
-    recorder rec;
+    fixture *f = *state;
     metrics_seen m;
     nri_error *err = NULL;
-    tmp_make(&d);
-    runtime_init(&rt);
-    recorder_init(&rec);
     seen_init(&m);
-    nri_options *opts = test_options(&d, 0);
     nri_metrics none = { NULL, NULL, NULL, NULL, &m, on_free };
-    assert_ok(nri_options_set_metrics(opts, &none, &err), &err);
-    nri_builtin_plugin p = recorder_plugin(&rec, "rec", "10", 0);
-    assert_ok(nri_options_add_builtin_plugin(opts, &p, &err), &err);
-    nri_adaptation *a = new_adaptation(&rt, opts);
-    assert_ok(nri_adaptation_start(a, &err), &err);
+    assert_ok(nri_options_set_metrics(f->opts, &none, &err), &err);
+    fixture_add(f, &f->rec, "rec", "10", 0);
+    nri_adaptation *a = fixture_start(f);
     pb req = { 0 };
     nri_buffer rsp = { 0 };
     msg_container_request(&req, "pod0", "ctr0", "ctr0");
@@ -214,37 +195,31 @@ static void metrics_callbacks_may_be_null(void **state)
     nri_buffer_free(&rsp);
     pb_free(&req);
     nri_adaptation_free(a);
+    f->a = NULL;
     assert_int_equal(m.freed, 1);
-    recorder_destroy(&rec);
-    runtime_destroy(&rt);
-    tmp_remove(&d);
 }
 
 static void deprecation_recorder_hears_of_state_change(void **state)
 {
-    (void)state;
-    tmpdir d;
-    runtime rt;
+    fixture *f = *state;
     metrics_seen m;
     nri_error *err = NULL;
     char sock[512];
-    tmp_make(&d);
-    runtime_init(&rt);
     seen_init(&m);
 
-    nri_options *opts = test_options(&d, 1);
-    assert_ok(nri_options_set_deprecation_recorder(opts, on_deprecation, &m, on_free, &err), &err);
-    nri_adaptation *a = new_adaptation(&rt, opts);
-    assert_ok(nri_adaptation_start(a, &err), &err);
+    fixture_external(f);
+    assert_ok(nri_options_set_deprecation_recorder(f->opts, on_deprecation, &m, on_free, &err),
+              &err);
+    nri_adaptation *a = fixture_start(f);
 
     /* An old plugin: subscribed to RunPodSandbox, without its RPC. */
     wire_plugin old = { .name = "oldie", .idx = "10",
                         .events = EVENT_BIT(NRI_BUILTIN_OP_RUN_POD_SANDBOX),
                         .unimplemented = EVENT_BIT(NRI_BUILTIN_OP_RUN_POD_SANDBOX) };
-    tmp_join(sock, sizeof sock, &d, "nri.sock");
+    tmp_join(sock, sizeof sock, &f->dir, "nri.sock");
     assert_int_equal(wire_plugin_start(&old, sock), 0);
     /* Registered and synchronized through the runtime's sync callback. */
-    assert_true(runtime_wait(&rt, &rt.syncs, 2, WAIT_MS));
+    assert_true(runtime_wait(&f->rt, &f->rt.syncs, 2, WAIT_MS));
     assert_int_equal(atomic_load(&old.registered), 1);
 
     pb req = { 0 };
@@ -270,11 +245,10 @@ static void deprecation_recorder_hears_of_state_change(void **state)
     pb_free(&req);
 
     nri_adaptation_free(a);
+    f->a = NULL;
     wire_plugin_stop(&old);
     assert_int_equal(atomic_load(&old.protocol_errors), 0);
     assert_int_equal(m.freed, 1);
-    runtime_destroy(&rt);
-    tmp_remove(&d);
 }
 
 static void bad_tables_are_refused_and_user_data_finalized(void **state)
@@ -311,9 +285,9 @@ int main(void)
 {
     harness_init();
     const struct CMUnitTest tests[] = {
-        TEST(metrics_see_every_plugin_call),
-        TEST(metrics_callbacks_may_be_null),
-        TEST(deprecation_recorder_hears_of_state_change),
+        FIXTURE_TEST(metrics_see_every_plugin_call),
+        FIXTURE_TEST(metrics_callbacks_may_be_null),
+        FIXTURE_TEST(deprecation_recorder_hears_of_state_change),
         TEST(bad_tables_are_refused_and_user_data_finalized),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,45 +9,11 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct fixture {
-    tmpdir dir;
-    runtime rt;
-    recorder rec;
-    nri_options *opts;
-    nri_adaptation *a;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = test_calloc(1, sizeof *f);
-    tmp_make(&f->dir);
-    runtime_init(&f->rt);
-    recorder_init(&f->rec);
-    f->opts = test_options(&f->dir, 0);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    nri_options_free(f->opts);
-    nri_adaptation_free(f->a);
-    recorder_destroy(&f->rec);
-    runtime_destroy(&f->rt);
-    tmp_remove(&f->dir);
-    test_free(f);
-    return th_teardown(state);
-}
-
 /* Adds the recorder, creates and starts the adaptation. */
 static nri_status start_with_recorder(fixture *f, nri_error **err)
 {
-    nri_builtin_plugin p = recorder_plugin(&f->rec, "rec", "10", 0);
-    assert_ok(nri_options_add_builtin_plugin(f->opts, &p, err), err);
-    f->a = new_adaptation(&f->rt, f->opts);
-    f->opts = NULL;
-    return nri_adaptation_start(f->a, err);
+    fixture_add(f, &f->rec, "rec", "10", 0);
+    return nri_adaptation_start(fixture_new(f), err);
 }
 
 /* The ConfigureRequest the recorder got. */
@@ -142,8 +108,7 @@ static void request_timeout_fails_slow_plugins(void **state)
     nri_builtin_plugin slow = { "slow", "10", 0, slow_handler, NULL, NULL };
     assert_ok(nri_options_set_request_timeout(f->opts, 200, &err), &err);
     assert_ok(nri_options_add_builtin_plugin(f->opts, &slow, &err), &err);
-    f->a = new_adaptation(&f->rt, f->opts);
-    f->opts = NULL;
+    fixture_new(f);
     assert_ok(nri_adaptation_start(f->a, &err), &err);
     pb req = { 0 };
     msg_pod_request(&req, "pod0");
@@ -163,12 +128,10 @@ static void socket_path_is_where_plugins_connect(void **state)
     fixture *f = *state;
     nri_error *err = NULL;
     char sock[512];
-    nri_options_free(f->opts);
-    f->opts = test_options(&f->dir, 1);
+    fixture_external(f);
     tmp_join(sock, sizeof sock, &f->dir, "custom.sock");
     assert_ok(nri_options_set_socket_path(f->opts, sock, &err), &err);
-    f->a = new_adaptation(&f->rt, f->opts);
-    f->opts = NULL;
+    fixture_new(f);
     assert_false(is_socket(sock));
     assert_ok(nri_adaptation_start(f->a, &err), &err);
     assert_true(is_socket(sock));
@@ -199,8 +162,7 @@ static void plugin_path_is_scanned(void **state)
     assert_ok(nri_options_set_plugin_path(f->opts, path, &err), &err);
     tmp_join(path, sizeof path, &f->dir, "scanned/no-index");
     write_file(path, "#!/bin/sh\nexit 0\n", 0755);
-    f->a = new_adaptation(&f->rt, f->opts);
-    f->opts = NULL;
+    fixture_new(f);
     assert_fails(nri_adaptation_start(f->a, &err), &err, NRI_STATUS_START_FAILED,
                  "failed to discover plugins");
 }
@@ -221,8 +183,7 @@ static void plugin_config_path_feeds_configure(void **state)
     assert_ok(nri_options_set_plugin_config_path(f->opts, path, &err), &err);
     tmp_join(path, sizeof path, &f->dir, "dropins/10-true.conf");
     assert_int_equal(mkdir(path, 0755), 0);
-    f->a = new_adaptation(&f->rt, f->opts);
-    f->opts = NULL;
+    fixture_new(f);
     assert_fails(nri_adaptation_start(f->a, &err), &err, NRI_STATUS_START_FAILED,
                  "10-true.conf");
 }
@@ -265,23 +226,22 @@ static void default_validator_needs_enable(void **state)
     pb_free(&req);
 }
 
-#define O_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
 {
     harness_init();
     const struct CMUnitTest tests[] = {
-        O_TEST(configure_carries_runtime_and_nri_version),
-        O_TEST(nri_version_defaults_to_the_api_version),
-        O_TEST(per_adaptation_timeouts_win),
-        O_TEST(zero_keeps_the_process_wide_timeouts),
-        O_TEST(request_timeout_fails_slow_plugins),
-        O_TEST(socket_path_is_where_plugins_connect),
-        O_TEST(disabled_external_connections_create_no_socket),
-        O_TEST(plugin_path_is_scanned),
-        O_TEST(plugin_config_path_feeds_configure),
-        O_TEST(default_validator_enforces_required_plugins),
-        O_TEST(default_validator_needs_enable),
+        FIXTURE_TEST(configure_carries_runtime_and_nri_version),
+        FIXTURE_TEST(nri_version_defaults_to_the_api_version),
+        FIXTURE_TEST(per_adaptation_timeouts_win),
+        FIXTURE_TEST(zero_keeps_the_process_wide_timeouts),
+        FIXTURE_TEST(request_timeout_fails_slow_plugins),
+        FIXTURE_TEST(socket_path_is_where_plugins_connect),
+        FIXTURE_TEST(disabled_external_connections_create_no_socket),
+        FIXTURE_TEST(plugin_path_is_scanned),
+        FIXTURE_TEST(plugin_config_path_feeds_configure),
+        FIXTURE_TEST(default_validator_enforces_required_plugins),
+        FIXTURE_TEST(default_validator_needs_enable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

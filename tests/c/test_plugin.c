@@ -14,36 +14,6 @@
 
 extern char **environ;
 
-typedef struct fixture {
-    tmpdir dir;
-    runtime rt;
-    nri_adaptation *a;
-    pid_t child;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = test_calloc(1, sizeof *f);
-    tmp_make(&f->dir);
-    runtime_init(&f->rt);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    nri_adaptation_free(f->a);
-    if (f->child > 0) {
-        kill(f->child, SIGKILL);
-        waitpid(f->child, NULL, 0);
-    }
-    runtime_destroy(&f->rt);
-    tmp_remove(&f->dir);
-    test_free(f);
-    return th_teardown(state);
-}
-
 /* CreateContainer from C; the adjustment of the response, copied. */
 static nri_status create(fixture *f, const char *ctr, pb *adjust, nri_error **err)
 {
@@ -73,9 +43,8 @@ static void sample_logger_plugin_adjusts_a_container(void **state)
     snprintf(config, sizeof config,
              "logFile: %s\nsetEnv: NRI_LOGGER\naddAnnotation: logger.nri.io/seen\n", log);
     install_plugin(&f->dir, "nri-logger", "10-logger", config);
-    f->a = new_adaptation(&f->rt, test_options(&f->dir, 0));
     /* Start launches it, configures and synchronizes it before returning. */
-    assert_ok(nri_adaptation_start(f->a, &err), &err);
+    fixture_start(f);
     assert_int_equal(f->rt.syncs, 1);
 
     assert_ok(create(f, "ctr-logged", &adjust, &err), &err);
@@ -103,7 +72,9 @@ static void spawn_interop(fixture *f, const char *name)
     snprintf(config, sizeof config, "{\"adjust\": true, \"record\": \"%s\"}", record);
     char *argv[] = { bin, "--socket", sock, "--name", (char *)name, "--idx", "20",
                      "--config", config, NULL };
-    assert_int_equal(posix_spawn(&f->child, bin, NULL, NULL, argv, environ), 0);
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, bin, NULL, NULL, argv, environ), 0);
+    f->child = pid;
 }
 
 /* Creates containers until one comes back adjusted by the interop plugin
@@ -132,8 +103,8 @@ static void external_plugin_syncs_when_unblocked(void **state)
 {
     fixture *f = *state;
     nri_error *err = NULL;
-    f->a = new_adaptation(&f->rt, test_options(&f->dir, 1));
-    assert_ok(nri_adaptation_start(f->a, &err), &err);
+    fixture_external(f);
+    fixture_start(f);
     assert_int_equal(f->rt.syncs, 1);
 
     /* Held off: the plugin connects and registers, but is not synchronized
@@ -156,14 +127,14 @@ static void sync_callback_errors_reject_the_plugin(void **state)
     nri_error *err = NULL;
     pb adjust = { 0 };
     int status;
-    f->a = new_adaptation(&f->rt, test_options(&f->dir, 1));
-    assert_ok(nri_adaptation_start(f->a, &err), &err);
+    fixture_external(f);
+    fixture_start(f);
     f->rt.sync_error = "no more plugins today";
     spawn_interop(f, "refused");
     assert_true(runtime_wait(&f->rt, &f->rt.syncs, 2, WAIT_MS));
     /* Rejected: the connection is closed and the plugin exits with an
      * error; no container is ever adjusted by it. */
-    assert_int_equal(waitpid(f->child, &status, 0), f->child);
+    assert_int_equal(waitpid((pid_t)f->child, &status, 0), f->child);
     f->child = 0;
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
     char value[64];
@@ -174,15 +145,14 @@ static void sync_callback_errors_reject_the_plugin(void **state)
     assert_false(adjusted);
 }
 
-#define P_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
 {
     harness_init();
     const struct CMUnitTest tests[] = {
-        P_TEST(sample_logger_plugin_adjusts_a_container),
-        P_TEST(external_plugin_syncs_when_unblocked),
-        P_TEST(sync_callback_errors_reject_the_plugin),
+        FIXTURE_TEST(sample_logger_plugin_adjusts_a_container),
+        FIXTURE_TEST(external_plugin_syncs_when_unblocked),
+        FIXTURE_TEST(sync_callback_errors_reject_the_plugin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

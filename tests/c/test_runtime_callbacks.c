@@ -9,42 +9,11 @@
 
 #define WAIT_MS 60000
 
-typedef struct fixture {
-    tmpdir dir;
-    runtime rt;
-    recorder rec;
-    nri_adaptation *a;
-} fixture;
-
-static int setup(void **state)
-{
-    fixture *f = test_calloc(1, sizeof *f);
-    tmp_make(&f->dir);
-    runtime_init(&f->rt);
-    recorder_init(&f->rec);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    nri_adaptation_free(f->a);
-    recorder_destroy(&f->rec);
-    runtime_destroy(&f->rt);
-    tmp_remove(&f->dir);
-    test_free(f);
-    return th_teardown(state);
-}
-
 /* An adaptation with the recorder as builtin plugin "10-recorder". */
 static void with_recorder(fixture *f)
 {
-    nri_error *err = NULL;
-    nri_options *opts = test_options(&f->dir, 0);
-    nri_builtin_plugin p = recorder_plugin(&f->rec, "recorder", "10", 0);
-    assert_ok(nri_options_add_builtin_plugin(opts, &p, &err), &err);
-    f->a = new_adaptation(&f->rt, opts);
+    fixture_add(f, &f->rec, "recorder", "10", 0);
+    fixture_new(f);
 }
 
 static void sync_runs_on_another_thread_with_its_user_data(void **state)
@@ -129,8 +98,7 @@ static void interop_with_updates(fixture *f, char *record, size_t cap)
     tmp_join(record, cap, &f->dir, "record.jsonl");
     snprintf(config, sizeof config, "{\"update_on_start\": true, \"record\": \"%s\"}", record);
     install_plugin(&f->dir, "nri-interop-plugin", "10-interop", config);
-    f->a = new_adaptation(&f->rt, test_options(&f->dir, 0));
-    assert_ok(nri_adaptation_start(f->a, &err), &err);
+    fixture_start(f);
     assert_true(wait_for_text(record, "\"Synchronize\"", WAIT_MS));
 
     pb req = { 0 };
@@ -176,19 +144,18 @@ static void update_callback_errors_reach_the_plugin(void **state)
     assert_true(wait_for_text(record, "container is gone", WAIT_MS));
 }
 
-#define CB_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
 {
     harness_init();
     const struct CMUnitTest tests[] = {
-        CB_TEST(sync_runs_on_another_thread_with_its_user_data),
-        CB_TEST(sync_error_fails_start),
-        CB_TEST(sync_cb_call_rejects_a_garbage_state),
-        CB_TEST(a_plugin_failing_sync_is_dropped),
-        CB_TEST(update_callback_gets_the_plugins_request),
-        CB_TEST(update_callback_reports_failed_updates),
-        CB_TEST(update_callback_errors_reach_the_plugin),
+        FIXTURE_TEST(sync_runs_on_another_thread_with_its_user_data),
+        FIXTURE_TEST(sync_error_fails_start),
+        FIXTURE_TEST(sync_cb_call_rejects_a_garbage_state),
+        FIXTURE_TEST(a_plugin_failing_sync_is_dropped),
+        FIXTURE_TEST(update_callback_gets_the_plugins_request),
+        FIXTURE_TEST(update_callback_reports_failed_updates),
+        FIXTURE_TEST(update_callback_errors_reach_the_plugin),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,69 +47,44 @@ static nri_status create(nri_adaptation *a, nri_error **err)
     return st;
 }
 
-/* An adaptation with two builtin plugins, started. */
-static nri_adaptation *with_plugins(const tmpdir *d, runtime *rt, recorder *r1, recorder *r2)
-{
-    nri_error *err = NULL;
-    nri_options *opts = test_options(d, 0);
-    nri_builtin_plugin p1 = recorder_plugin(r1, "one", "10", 0);
-    nri_builtin_plugin p2 = recorder_plugin(r2, "two", "20", 0);
-    assert_ok(nri_options_add_builtin_plugin(opts, &p1, &err), &err);
-    assert_ok(nri_options_add_builtin_plugin(opts, &p2, &err), &err);
-    nri_adaptation *a = new_adaptation(rt, opts);
-    assert_ok(nri_adaptation_start(a, &err), &err);
-    return a;
-}
-
 static void every_reachable_status_is_produced(void **state)
 {
-    (void)state;
-    tmpdir d;
-    runtime rt;
-    recorder r1, r2;
+    fixture *f = *state;
+    recorder *r1 = &f->rec, *r2 = &f->rec2;
     nri_error *err = NULL;
     static const uint8_t garbage[] = { 0xff, 0xff };
-    tmp_make(&d);
-    runtime_init(&rt);
-    recorder_init(&r1);
-    recorder_init(&r2);
 
-    nri_adaptation *idle = new_adaptation(&rt, NULL);
-    got(create(idle, &err), &err, NRI_STATUS_NOT_RUNNING);
-    nri_adaptation_free(idle);
-
-    nri_adaptation *a = with_plugins(&d, &rt, &r1, &r2);
+    fixture_add(f, r1, "one", "10", 0);
+    fixture_add(f, r2, "two", "20", 0);
+    nri_adaptation *a = fixture_new(f);
+    got(create(a, &err), &err, NRI_STATUS_NOT_RUNNING);
+    assert_ok(nri_adaptation_start(a, &err), &err);
     got(create(a, &err), &err, NRI_STATUS_OK);
     got(nri_adaptation_start(NULL, &err), &err, NRI_STATUS_INVALID_ARGUMENT);
     got(nri_adaptation_run_pod_sandbox(a, garbage, sizeof garbage, &err), &err,
         NRI_STATUS_INVALID_MESSAGE);
     got(nri_adaptation_start(a, &err), &err, NRI_STATUS_START_FAILED);
 
-    r1.fail_op = NRI_BUILTIN_OP_CREATE_CONTAINER;
-    r1.fail_message = "plugin one failed";
+    r1->fail_op = NRI_BUILTIN_OP_CREATE_CONTAINER;
+    r1->fail_message = "plugin one failed";
     got(create(a, &err), &err, NRI_STATUS_PLUGIN_FAILED);
-    r1.fail_message = NULL;
+    r1->fail_message = NULL;
 
-    r1.env_key = r2.env_key = "SAME";
-    r1.env_value = "1";
-    r2.env_value = "2";
+    r1->env_key = r2->env_key = "SAME";
+    r1->env_value = "1";
+    r2->env_value = "2";
     got(create(a, &err), &err, NRI_STATUS_CONFLICT);
-    r2.env_key = NULL;
+    r2->env_key = NULL;
 
-    r2.fail_op = NRI_BUILTIN_OP_VALIDATE_CONTAINER_ADJUSTMENT;
-    r2.fail_message = "not this one";
+    r2->fail_op = NRI_BUILTIN_OP_VALIDATE_CONTAINER_ADJUSTMENT;
+    r2->fail_message = "not this one";
     got(create(a, &err), &err, NRI_STATUS_REJECTED);
 
-    nri_adaptation_free(a);
     for (nri_status s = NRI_STATUS_OK; s <= NRI_STATUS_PANIC; s++) {
         int reachable = s != NRI_STATUS_PANIC && s != NRI_STATUS_CALLBACK_FAILED;
         if (reachable && !produced[s])
             fail_msg("status %u (%s) was not produced", (unsigned)s, nri_status_name(s));
     }
-    recorder_destroy(&r1);
-    recorder_destroy(&r2);
-    runtime_destroy(&rt);
-    tmp_remove(&d);
 }
 
 static void every_status_has_a_name(void **state)
@@ -132,7 +107,7 @@ int main(void)
 {
     harness_init();
     const struct CMUnitTest tests[] = {
-        TEST(every_reachable_status_is_produced),
+        FIXTURE_TEST(every_reachable_status_is_produced),
         TEST(every_status_has_a_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

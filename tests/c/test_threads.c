@@ -46,29 +46,18 @@ static void *create_many(void *arg)
     return NULL;
 }
 
-static nri_adaptation *started(tmpdir *d, runtime *rt, recorder *rec)
+/* Started, with the recorder adding env FROM_C to every container. */
+static nri_adaptation *started(fixture *f)
 {
-    nri_error *err = NULL;
-    nri_options *opts = test_options(d, 0);
-    nri_builtin_plugin p = recorder_plugin(rec, "rec", "10", 0);
-    rec->env_key = "FROM_C";
-    rec->env_value = "threads";
-    assert_ok(nri_options_add_builtin_plugin(opts, &p, &err), &err);
-    nri_adaptation *a = new_adaptation(rt, opts);
-    assert_ok(nri_adaptation_start(a, &err), &err);
-    return a;
+    f->rec.env_key = "FROM_C";
+    f->rec.env_value = "threads";
+    fixture_add(f, &f->rec, "rec", "10", 0);
+    return fixture_start(f);
 }
 
 static void events_from_many_threads(void **state)
 {
-    (void)state;
-    tmpdir d;
-    runtime rt;
-    recorder rec;
-    tmp_make(&d);
-    runtime_init(&rt);
-    recorder_init(&rec);
-    nri_adaptation *a = started(&d, &rt, &rec);
+    nri_adaptation *a = started(*state);
 
     pthread_t t[THREADS];
     worker w[THREADS] = { 0 };
@@ -82,10 +71,6 @@ static void events_from_many_threads(void **state)
         assert_int_equal(w[i].ok, EVENTS_PER_THREAD);
         assert_int_equal(w[i].unadjusted, 0);
     }
-    nri_adaptation_free(a);
-    recorder_destroy(&rec);
-    runtime_destroy(&rt);
-    tmp_remove(&d);
 }
 
 static void *own_adaptation(void *arg)
@@ -137,15 +122,8 @@ static void adaptations_on_many_threads(void **state)
 
 static void stop_races_with_events(void **state)
 {
-    (void)state;
-    tmpdir d;
-    runtime rt;
-    recorder rec;
     nri_error *err = NULL;
-    tmp_make(&d);
-    runtime_init(&rt);
-    recorder_init(&rec);
-    nri_adaptation *a = started(&d, &rt, &rec);
+    nri_adaptation *a = started(*state);
 
     pthread_t t[2];
     worker w[2] = { { .a = a, .id = 0 }, { .a = a, .id = 1 } };
@@ -160,10 +138,6 @@ static void stop_races_with_events(void **state)
         assert_int_equal(w[i].other + w[i].rejected, 0);
         assert_int_equal(w[i].ok + w[i].not_running, EVENTS_PER_THREAD);
     }
-    nri_adaptation_free(a);
-    recorder_destroy(&rec);
-    runtime_destroy(&rt);
-    tmp_remove(&d);
 }
 
 /* KNOWN BUG, skipped unless NRI_C_TEST_KNOWN_BUGS=1 is set: a stop that
@@ -180,31 +154,21 @@ static void a_racing_stop_never_bypasses_validation(void **state)
     if (!known || strcmp(known, "1") != 0)
         skip();
     for (int round = 0; round < 20; round++) {
-        tmpdir d;
-        runtime rt;
-        recorder rec;
+        void *round_state;
         nri_error *err = NULL;
-        tmp_make(&d);
-        runtime_init(&rt);
-        recorder_init(&rec);
-        rec.fail_op = NRI_BUILTIN_OP_VALIDATE_CONTAINER_ADJUSTMENT;
-        rec.fail_message = "nothing gets in";
-        nri_options *opts = test_options(&d, 0);
-        nri_builtin_plugin p = recorder_plugin(
-            &rec, "validator", "10", EVENT_BIT(NRI_BUILTIN_OP_VALIDATE_CONTAINER_ADJUSTMENT));
-        assert_ok(nri_options_add_builtin_plugin(opts, &p, &err), &err);
-        nri_adaptation *a = new_adaptation(&rt, opts);
-        assert_ok(nri_adaptation_start(a, &err), &err);
+        fixture_setup(&round_state);
+        fixture *f = round_state;
+        f->rec.fail_op = NRI_BUILTIN_OP_VALIDATE_CONTAINER_ADJUSTMENT;
+        f->rec.fail_message = "nothing gets in";
+        fixture_add(f, &f->rec, "validator", "10",
+                    EVENT_BIT(NRI_BUILTIN_OP_VALIDATE_CONTAINER_ADJUSTMENT));
         pthread_t t;
-        worker w = { .a = a };
+        worker w = { .a = fixture_start(f) };
         assert_int_equal(pthread_create(&t, NULL, create_many, &w), 0);
         sleep_ms(round % 5);
-        assert_ok(nri_adaptation_stop(a, &err), &err);
+        assert_ok(nri_adaptation_stop(f->a, &err), &err);
         assert_int_equal(pthread_join(t, NULL), 0);
-        nri_adaptation_free(a);
-        recorder_destroy(&rec);
-        runtime_destroy(&rt);
-        tmp_remove(&d);
+        fixture_teardown(&round_state);
         if (w.ok > 0)
             fail_msg("round %d: %d container(s) created without validation", round, w.ok);
         assert_int_equal(w.other, 0);
@@ -213,32 +177,25 @@ static void a_racing_stop_never_bypasses_validation(void **state)
 
 static void a_sync_block_may_outlive_its_adaptation(void **state)
 {
-    (void)state;
-    tmpdir d;
-    runtime rt;
+    fixture *f = *state;
     nri_error *err = NULL;
-    tmp_make(&d);
-    runtime_init(&rt);
-    nri_adaptation *a = new_adaptation(&rt, test_options(&d, 0));
-    assert_ok(nri_adaptation_start(a, &err), &err);
     nri_plugin_sync_block *block = NULL;
-    assert_ok(nri_adaptation_block_plugin_sync(a, &block, &err), &err);
-    nri_adaptation_free(a);
-    assert_int_equal(rt.freed, 1);
+    assert_ok(nri_adaptation_block_plugin_sync(fixture_start(f), &block, &err), &err);
+    nri_adaptation_free(f->a);
+    f->a = NULL;
+    assert_int_equal(f->rt.freed, 1);
     nri_plugin_sync_block_free(block);
-    runtime_destroy(&rt);
-    tmp_remove(&d);
 }
 
 int main(void)
 {
     harness_init();
     const struct CMUnitTest tests[] = {
-        TEST(events_from_many_threads),
+        FIXTURE_TEST(events_from_many_threads),
         TEST(adaptations_on_many_threads),
-        TEST(stop_races_with_events),
+        FIXTURE_TEST(stop_races_with_events),
         TEST(a_racing_stop_never_bypasses_validation),
-        TEST(a_sync_block_may_outlive_its_adaptation),
+        FIXTURE_TEST(a_sync_block_may_outlive_its_adaptation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
