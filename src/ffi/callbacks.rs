@@ -31,7 +31,7 @@ pub type nri_free_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
 /// The caller's `user_data` and its optional finalizer, run once when the
 /// last callback holding it is gone.
 pub(crate) struct UserData {
-    ptr: *mut c_void,
+    pub(crate) ptr: *mut c_void,
     free: nri_free_fn,
 }
 
@@ -65,7 +65,7 @@ pub struct nri_reply {
 }
 
 impl nri_reply {
-    fn into_result(self) -> Result<Vec<u8>, BoxError> {
+    pub(crate) fn into_result(self) -> Result<Vec<u8>, BoxError> {
         match self.error {
             Some(e) => Err(e.into()),
             None => Ok(self.data),

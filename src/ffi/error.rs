@@ -36,6 +36,13 @@ pub enum nri_status {
     /// A bug in nri-rs: a panic was caught at the boundary. The adaptation
     /// stays usable, but the call's outcome is unknown.
     Panic = 9,
+    /// A spec (JSON) that is not an OCI runtime spec oci-spec can hold: it
+    /// does not parse, or has fields that would be lost.
+    InvalidSpec = 10,
+    /// The spec generator refused an adjustment or update: a value the OCI
+    /// spec cannot hold, an unknown namespace, a mount whose propagation
+    /// check failed. The spec given is unchanged.
+    SpecRefused = 11,
 }
 
 /// An error: a status and a message. Owned by the caller, released with
@@ -186,6 +193,8 @@ pub extern "C" fn nri_status_name(status: u32) -> *const c_char {
         7 => c"callback failed",
         8 => c"start failed",
         9 => c"panic",
+        10 => c"invalid spec",
+        11 => c"spec refused",
         _ => c"unknown status",
     };
     s.as_ptr()

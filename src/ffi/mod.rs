@@ -24,6 +24,7 @@ mod callbacks;
 mod error;
 mod log;
 mod options;
+mod spec;
 
 pub use self::adaptation::*;
 pub use self::buffer::{nri_buffer, nri_buffer_free};
@@ -33,6 +34,7 @@ pub use self::error::{
 };
 pub use self::log::*;
 pub use self::options::*;
+pub use self::spec::*;
 
 use std::ffi::c_char;
 
