@@ -1056,14 +1056,14 @@ nri_status nri_spec_generator_disable_propagation_check(struct nri_spec_generato
                                                         struct nri_error **err);
 
 /**
- * Allows specs with fields oci-spec 0.10 does not model: they are dropped
- * instead of refused, here and in what callbacks answer.
+ * Allows specs with fields oci-spec 0.10 does not model: from now on they
+ * are dropped instead of refused, in specs given and in what callbacks
+ * answer.
  *
  * # Safety
  * `g` comes from `nri_spec_generator_new`; `err` is NULL or writable.
  */
 nri_status nri_spec_generator_allow_lossy_parsing(struct nri_spec_generator *g,
-                                                  bool allow,
                                                   struct nri_error **err);
 
 /**

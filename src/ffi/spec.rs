@@ -425,18 +425,18 @@ pub unsafe extern "C" fn nri_spec_generator_disable_propagation_check(
     })
 }
 
-/// Allows specs with fields oci-spec 0.10 does not model: they are dropped
-/// instead of refused, here and in what callbacks answer.
+/// Allows specs with fields oci-spec 0.10 does not model: from now on they
+/// are dropped instead of refused, in specs given and in what callbacks
+/// answer.
 ///
 /// # Safety
 /// `g` comes from `nri_spec_generator_new`; `err` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn nri_spec_generator_allow_lossy_parsing(
     g: *mut nri_spec_generator,
-    allow: bool,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    with_state(g, err, |s| s.lossy.store(allow, Ordering::Relaxed))
+    with_state(g, err, |s| s.lossy.store(true, Ordering::Relaxed))
 }
 
 /// Applies a `ContainerAdjustment` (protobuf) to a spec (JSON). On success
@@ -1330,13 +1330,14 @@ mod tests {
                 "spec fields oci-spec 0.10 cannot hold would be lost: vm.hwconfig".into()
             )
         );
-        unsafe { nri_spec_generator_allow_lossy_parsing(g, true, null_mut()) }.then_ok();
-        let (spec, _) = adjust(g, &exotic, &adj).unwrap();
+        let lossy = plain();
+        unsafe { nri_spec_generator_allow_lossy_parsing(lossy, null_mut()) }.then_ok();
+        let (spec, _) = adjust(lossy, &exotic, &adj).unwrap();
         assert_eq!(
             spec["vm"],
             json!({"hypervisor": {"path": "/hv"}, "kernel": {"path": "/k"}})
         );
-        unsafe { nri_spec_generator_allow_lossy_parsing(g, false, null_mut()) }.then_ok();
+        unsafe { nri_spec_generator_free(lossy) };
 
         // Values the OCI spec cannot take, unknown namespaces: refusals.
         let mut bad = ContainerAdjustment::new();
