@@ -158,28 +158,49 @@ impl nri_spec_generator {
     }
 }
 
-/// Runs a setter on a generator that must not be NULL. `f` is checked
-/// after `user_data` is owned, so its finalizer runs even on failure.
+/// The C callback types without their `Option`.
+type MapFn = unsafe extern "C" fn(*mut c_void, *const u8, usize, *mut nri_reply);
+type ClassFn = unsafe extern "C" fn(*mut c_void, *const c_char, *mut nri_reply);
+type CdiFn = unsafe extern "C" fn(
+    *mut c_void,
+    *const u8,
+    usize,
+    *const *const c_char,
+    usize,
+    *mut nri_reply,
+);
+type PropagationFn =
+    unsafe extern "C" fn(*mut c_void, *const c_char, *const *const c_char, usize, *mut nri_reply);
+
+/// What a setter hands its option: the callback, its user data, and the
+/// generator's lossy-parsing switch.
+struct Callback<F> {
+    f: F,
+    data: Arc<UserData>,
+    lossy: Arc<AtomicBool>,
+}
+
+/// Runs a setter on a generator that must not be NULL: `set` adds the
+/// option for callback `f`. `data` is owned already, so its finalizer runs
+/// even when this fails.
 ///
 /// # Safety
 /// `g` is NULL or a live generator.
-unsafe fn set_callback<F: Copy>(
+unsafe fn set_callback<F>(
     g: *mut nri_spec_generator,
+    err: *mut *mut nri_error,
     what: &str,
     f: Option<F>,
-    user_data: *mut c_void,
-    free_user_data: nri_free_fn,
-    err: *mut *mut nri_error,
-    set: impl FnOnce(GeneratorBuilder, F, Arc<UserData>, Arc<AtomicBool>) -> GeneratorBuilder,
+    data: Arc<UserData>,
+    set: fn(GeneratorBuilder, Callback<F>) -> GeneratorBuilder,
 ) -> nri_status {
-    let data = UserData::new(user_data, free_user_data);
     boundary(err, || {
         // SAFETY: guaranteed by the caller.
         let g = unsafe { g.as_ref() }.ok_or_else(|| Failure::invalid("generator is NULL"))?;
         let f = f.ok_or_else(|| Failure::invalid(format!("{what} is NULL")))?;
         let mut s = g.state();
         let lossy = Arc::clone(&s.lossy);
-        s.builder = set(std::mem::take(&mut s.builder), f, data, lossy);
+        s.builder = set(std::mem::take(&mut s.builder), Callback { f, data, lossy });
         Ok(())
     })
 }
@@ -198,18 +219,13 @@ pub unsafe extern "C" fn nri_spec_generator_set_label_filter(
     free_user_data: nri_free_fn,
     err: *mut *mut nri_error,
 ) -> nri_status {
+    let data = UserData::new(user_data, free_user_data);
     // SAFETY: guaranteed by the caller.
-    unsafe {
-        set_callback(
-            g,
-            "filter",
-            filter,
-            user_data,
-            free_user_data,
-            err,
-            |b, f, d, _| b.label_filter(move |m| call_map_filter("label filter", f, &d, m)),
-        )
-    }
+    unsafe { set_callback(g, err, "filter", filter, data, label_filter) }
+}
+
+fn label_filter(b: GeneratorBuilder, c: Callback<MapFn>) -> GeneratorBuilder {
+    b.label_filter(move |m| call_map_filter("label filter", c.f, &c.data, m))
 }
 
 /// Filters or rejects an adjustment's annotations before they are applied
@@ -226,20 +242,13 @@ pub unsafe extern "C" fn nri_spec_generator_set_annotation_filter(
     free_user_data: nri_free_fn,
     err: *mut *mut nri_error,
 ) -> nri_status {
+    let data = UserData::new(user_data, free_user_data);
     // SAFETY: guaranteed by the caller.
-    unsafe {
-        set_callback(
-            g,
-            "filter",
-            filter,
-            user_data,
-            free_user_data,
-            err,
-            |b, f, d, _| {
-                b.annotation_filter(move |m| call_map_filter("annotation filter", f, &d, m))
-            },
-        )
-    }
+    unsafe { set_callback(g, err, "filter", filter, data, annotation_filter) }
+}
+
+fn annotation_filter(b: GeneratorBuilder, c: Callback<MapFn>) -> GeneratorBuilder {
+    b.annotation_filter(move |m| call_map_filter("annotation filter", c.f, &c.data, m))
 }
 
 /// Resolves block I/O classes (upstream's `WithBlockIOResolver`); without
@@ -256,22 +265,13 @@ pub unsafe extern "C" fn nri_spec_generator_set_blockio_resolver(
     free_user_data: nri_free_fn,
     err: *mut *mut nri_error,
 ) -> nri_status {
+    let data = UserData::new(user_data, free_user_data);
     // SAFETY: guaranteed by the caller.
-    unsafe {
-        set_callback(
-            g,
-            "resolve",
-            resolve,
-            user_data,
-            free_user_data,
-            err,
-            |b, f, d, lossy| {
-                b.blockio_resolver(move |class| {
-                    call_resolver("block I/O class resolver", f, &d, class, &lossy)
-                })
-            },
-        )
-    }
+    unsafe { set_callback(g, err, "resolve", resolve, data, blockio_resolver) }
+}
+
+fn blockio_resolver(b: GeneratorBuilder, c: Callback<ClassFn>) -> GeneratorBuilder {
+    b.blockio_resolver(move |class| call_resolver("block I/O class resolver", &c, class))
 }
 
 /// Resolves RDT classes (upstream's `WithRdtResolver`); without it they are
@@ -287,22 +287,13 @@ pub unsafe extern "C" fn nri_spec_generator_set_rdt_resolver(
     free_user_data: nri_free_fn,
     err: *mut *mut nri_error,
 ) -> nri_status {
+    let data = UserData::new(user_data, free_user_data);
     // SAFETY: guaranteed by the caller.
-    unsafe {
-        set_callback(
-            g,
-            "resolve",
-            resolve,
-            user_data,
-            free_user_data,
-            err,
-            |b, f, d, lossy| {
-                b.rdt_resolver(move |class| {
-                    call_resolver("RDT class resolver", f, &d, class, &lossy)
-                })
-            },
-        )
-    }
+    unsafe { set_callback(g, err, "resolve", resolve, data, rdt_resolver) }
+}
+
+fn rdt_resolver(b: GeneratorBuilder, c: Callback<ClassFn>) -> GeneratorBuilder {
+    b.rdt_resolver(move |class| call_resolver("RDT class resolver", &c, class))
 }
 
 /// Checks, and may change, the resources once an adjustment or update has
@@ -319,18 +310,13 @@ pub unsafe extern "C" fn nri_spec_generator_set_resource_checker(
     free_user_data: nri_free_fn,
     err: *mut *mut nri_error,
 ) -> nri_status {
+    let data = UserData::new(user_data, free_user_data);
     // SAFETY: guaranteed by the caller.
-    unsafe {
-        set_callback(
-            g,
-            "check",
-            check,
-            user_data,
-            free_user_data,
-            err,
-            |b, f, d, lossy| b.resource_checker(move |r| call_checker(f, &d, r, &lossy)),
-        )
-    }
+    unsafe { set_callback(g, err, "check", check, data, resource_checker) }
+}
+
+fn resource_checker(b: GeneratorBuilder, c: Callback<MapFn>) -> GeneratorBuilder {
+    b.resource_checker(move |r| call_checker(&c, r))
 }
 
 /// Injects an adjustment's CDI devices into the spec, at upstream's point
@@ -348,20 +334,13 @@ pub unsafe extern "C" fn nri_spec_generator_set_cdi_injector(
     free_user_data: nri_free_fn,
     err: *mut *mut nri_error,
 ) -> nri_status {
+    let data = UserData::new(user_data, free_user_data);
     // SAFETY: guaranteed by the caller.
-    unsafe {
-        set_callback(
-            g,
-            "inject",
-            inject,
-            user_data,
-            free_user_data,
-            err,
-            |b, f, d, lossy| {
-                b.cdi_injector(move |spec, names| call_injector(f, &d, spec, names, &lossy))
-            },
-        )
-    }
+    unsafe { set_callback(g, err, "inject", inject, data, cdi_injector) }
+}
+
+fn cdi_injector(b: GeneratorBuilder, c: Callback<CdiFn>) -> GeneratorBuilder {
+    b.cdi_injector(move |spec, names| call_injector(&c, spec, names))
 }
 
 /// Replaces the host mount propagation check (a mount asking for `rshared`
@@ -378,22 +357,13 @@ pub unsafe extern "C" fn nri_spec_generator_set_propagation_checker(
     free_user_data: nri_free_fn,
     err: *mut *mut nri_error,
 ) -> nri_status {
+    let data = UserData::new(user_data, free_user_data);
     // SAFETY: guaranteed by the caller.
-    unsafe {
-        set_callback(
-            g,
-            "check",
-            check,
-            user_data,
-            free_user_data,
-            err,
-            |b, f, d, _| {
-                b.propagation_checker(move |source, accepted| {
-                    call_propagation(f, &d, source, accepted)
-                })
-            },
-        )
-    }
+    unsafe { set_callback(g, err, "check", check, data, propagation_checker) }
+}
+
+fn propagation_checker(b: GeneratorBuilder, c: Callback<PropagationFn>) -> GeneratorBuilder {
+    b.propagation_checker(move |source, accepted| call_propagation(&c, source, accepted))
 }
 
 /// Runs a setter without a callback on a generator that must not be NULL.
@@ -653,7 +623,7 @@ fn call(f: impl FnOnce(*mut nri_reply)) -> Result<Vec<u8>, BoxError> {
 
 fn call_map_filter(
     what: &str,
-    f: unsafe extern "C" fn(*mut c_void, *const u8, usize, *mut nri_reply),
+    f: MapFn,
     data: &UserData,
     map: &HashMap<String, String>,
 ) -> Result<HashMap<String, String>, BoxError> {
@@ -670,29 +640,25 @@ fn call_map_filter(
 
 fn call_resolver<T: DeserializeOwned + Serialize>(
     what: &str,
-    f: unsafe extern "C" fn(*mut c_void, *const c_char, *mut nri_reply),
-    data: &UserData,
+    c: &Callback<ClassFn>,
     class: &str,
-    lossy: &AtomicBool,
 ) -> Result<Option<T>, BoxError> {
     let class = to_cstring(class.to_string());
     // SAFETY: the caller's callback; `class` and the reply outlive the call.
-    let answer = call(|reply| unsafe { f(data.ptr, class.as_ptr(), reply) })?;
+    let answer = call(|reply| unsafe { (c.f)(c.data.ptr, class.as_ptr(), reply) })?;
     if answer.is_empty() {
         return Ok(None);
     }
-    let value = answer_value(what, &answer)?;
+    let value = c.answer_value(what, &answer)?;
     if value.is_null() {
         return Ok(None);
     }
-    answer_as(what, value, lossy).map(Some)
+    c.answer_as(what, value).map(Some)
 }
 
 fn call_checker(
-    f: unsafe extern "C" fn(*mut c_void, *const u8, usize, *mut nri_reply),
-    data: &UserData,
+    c: &Callback<MapFn>,
     resources: Option<&mut OciLinuxResources>,
-    lossy: &AtomicBool,
 ) -> Result<(), BoxError> {
     const WHAT: &str = "resource checker";
     let view = match resources.as_deref() {
@@ -701,16 +667,16 @@ fn call_checker(
     };
     let json = to_json_bytes(&view).map_err(|e| callback_error(e.message))?;
     // SAFETY: the caller's callback; `json` and the reply outlive the call.
-    let answer = call(|reply| unsafe { f(data.ptr, json.as_ptr(), json.len(), reply) })?;
+    let answer = call(|reply| unsafe { (c.f)(c.data.ptr, json.as_ptr(), json.len(), reply) })?;
     let Some(resources) = resources else {
         return Ok(());
     };
     if answer.is_empty() {
         return Ok(());
     }
-    let value = answer_value(WHAT, &answer)?;
+    let value = c.answer_value(WHAT, &answer)?;
     let unset = pids_limit_unset(&value);
-    let mut checked: OciLinuxResources = answer_as(WHAT, value, lossy)?;
+    let mut checked: OciLinuxResources = c.answer_as(WHAT, value)?;
     if let (true, Some(p)) = (unset, checked.pids_mut().as_mut()) {
         p.set_limit(PIDS_UNSET);
     }
@@ -718,75 +684,68 @@ fn call_checker(
     Ok(())
 }
 
-fn answer_value(what: &str, answer: &[u8]) -> Result<Value, BoxError> {
-    parse_value(answer).map_err(|e| callback_error(format!("{what}: {}", e.message)))
+impl<F> Callback<F> {
+    fn lossy(&self) -> bool {
+        self.lossy.load(Ordering::Relaxed)
+    }
+
+    fn answer_value(&self, what: &str, answer: &[u8]) -> Result<Value, BoxError> {
+        parse_value(answer).map_err(|e| callback_error(format!("{what}: {}", e.message)))
+    }
+
+    fn answer_as<T: DeserializeOwned + Serialize>(
+        &self,
+        what: &str,
+        value: Value,
+    ) -> Result<T, BoxError> {
+        from_value(value, self.lossy())
+            .map_err(|e| callback_error(format!("{what}: {}", e.message)))
+    }
 }
 
-fn answer_as<T: DeserializeOwned + Serialize>(
-    what: &str,
-    value: Value,
-    lossy: &AtomicBool,
-) -> Result<T, BoxError> {
-    from_value(value, lossy.load(Ordering::Relaxed))
-        .map_err(|e| callback_error(format!("{what}: {}", e.message)))
+/// NUL-terminated copies of `items`, and the array of pointers to them
+/// that C gets (valid while the copies live).
+fn c_strings<'a>(items: impl Iterator<Item = &'a str>) -> (Vec<CString>, Vec<*const c_char>) {
+    let owned: Vec<CString> = items.map(|s| to_cstring(s.to_string())).collect();
+    let ptrs = owned.iter().map(|s| s.as_ptr()).collect();
+    (owned, ptrs)
 }
 
-fn call_injector(
-    f: unsafe extern "C" fn(
-        *mut c_void,
-        *const u8,
-        usize,
-        *const *const c_char,
-        usize,
-        *mut nri_reply,
-    ),
-    data: &UserData,
-    spec: &mut Spec,
-    names: &[String],
-    lossy: &AtomicBool,
-) -> Result<(), BoxError> {
-    const WHAT: &str = "CDI device injector";
+fn call_injector(c: &Callback<CdiFn>, spec: &mut Spec, names: &[String]) -> Result<(), BoxError> {
     let json = spec_to_json(spec)
         .and_then(|v| to_json_bytes(&v))
         .map_err(|e| callback_error(e.message))?;
-    let names: Vec<CString> = names.iter().map(|n| to_cstring(n.clone())).collect();
-    let ptrs: Vec<*const c_char> = names.iter().map(|n| n.as_ptr()).collect();
+    let (_names, ptrs) = c_strings(names.iter().map(String::as_str));
+    let (len, count) = (json.len(), ptrs.len());
     // SAFETY: the caller's callback; the JSON, names and reply outlive it.
     let answer = call(|reply| unsafe {
-        f(
-            data.ptr,
-            json.as_ptr(),
-            json.len(),
-            ptrs.as_ptr(),
-            ptrs.len(),
-            reply,
-        )
+        (c.f)(c.data.ptr, json.as_ptr(), len, ptrs.as_ptr(), count, reply)
     })?;
     if !answer.is_empty() {
-        *spec = parse_spec(&answer, lossy.load(Ordering::Relaxed), None)
-            .map_err(|e| callback_error(format!("{WHAT}: {}", e.message)))?;
+        *spec = parse_spec(&answer, c.lossy(), None)
+            .map_err(|e| callback_error(format!("CDI device injector: {}", e.message)))?;
     }
     Ok(())
 }
 
 fn call_propagation(
-    f: unsafe extern "C" fn(
-        *mut c_void,
-        *const c_char,
-        *const *const c_char,
-        usize,
-        *mut nri_reply,
-    ),
-    data: &UserData,
+    c: &Callback<PropagationFn>,
     source: &str,
     accepted: &[&str],
 ) -> Result<(), BoxError> {
     let source = to_cstring(source.to_string());
-    let accepted: Vec<CString> = accepted.iter().map(|a| to_cstring(a.to_string())).collect();
-    let ptrs: Vec<*const c_char> = accepted.iter().map(|a| a.as_ptr()).collect();
+    let (_accepted, ptrs) = c_strings(accepted.iter().copied());
     // SAFETY: the caller's callback; the strings and the reply outlive it.
-    call(|reply| unsafe { f(data.ptr, source.as_ptr(), ptrs.as_ptr(), ptrs.len(), reply) })
-        .map(drop)
+    call(|reply| unsafe {
+        (c.f)(
+            c.data.ptr,
+            source.as_ptr(),
+            ptrs.as_ptr(),
+            ptrs.len(),
+            reply,
+        )
+    })
+    .map(drop)
 }
 
 /// A pids limit the JSON did not give: written back as no limit. oci-spec
