@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -193,42 +194,28 @@ func injectCDIDevices(s *rspec.Spec, names []string) error {
 	return nil
 }
 
-func upstreamOptions(o options) []xgen.GeneratorOption {
-	var opts []xgen.GeneratorOption
-	if o.filter {
-		opts = append(opts, xgen.WithAnnotationFilter(filterAnnotations))
-	}
-	if o.blockio {
-		opts = append(opts, xgen.WithBlockIOResolver(resolveBlockIO))
-	}
-	if o.rdt {
-		opts = append(opts, xgen.WithRdtResolver(resolveRdt))
-	}
-	if o.checker {
-		opts = append(opts, xgen.WithResourceChecker(checkResources))
-	}
-	if o.cdi {
-		opts = append(opts, xgen.WithCDIDeviceInjector(injectCDIDevices))
-	}
-	return opts
-}
-
-func ourOptions(o options) []generate.GeneratorOption {
-	var opts []generate.GeneratorOption
-	if o.filter {
-		opts = append(opts, generate.WithAnnotationFilter(filterAnnotations))
-	}
-	if o.blockio {
-		opts = append(opts, generate.WithBlockIOResolver(resolveBlockIO))
-	}
-	if o.rdt {
-		opts = append(opts, generate.WithRdtResolver(resolveRdt))
-	}
-	if o.checker {
-		opts = append(opts, generate.WithResourceChecker(checkResources))
-	}
-	if o.cdi {
-		opts = append(opts, generate.WithCDIDeviceInjector(injectCDIDevices))
+// optionsOf are the options o sets, made by one package's constructors.
+func optionsOf[O any](o options,
+	filter func(func(map[string]string) (map[string]string, error)) O,
+	blockio func(func(string) (*rspec.LinuxBlockIO, error)) O,
+	rdt func(func(string) (*rspec.LinuxIntelRdt, error)) O,
+	checker func(func(*rspec.LinuxResources) error) O,
+	cdi func(func(*rspec.Spec, []string) error) O,
+) []O {
+	var opts []O
+	for _, opt := range []struct {
+		set  bool
+		make func() O
+	}{
+		{o.filter, func() O { return filter(filterAnnotations) }},
+		{o.blockio, func() O { return blockio(resolveBlockIO) }},
+		{o.rdt, func() O { return rdt(resolveRdt) }},
+		{o.checker, func() O { return checker(checkResources) }},
+		{o.cdi, func() O { return cdi(injectCDIDevices) }},
+	} {
+		if opt.set {
+			opts = append(opts, opt.make())
+		}
 	}
 	return opts
 }
@@ -294,9 +281,11 @@ func run(t *testing.T, tc testCase, upstream bool) (o outcome) {
 	spec := clone(t, tc.spec)
 	var g generator
 	if upstream {
-		g = xgen.SpecGenerator(testgen.New(spec), upstreamOptions(tc.opts)...)
+		g = xgen.SpecGenerator(testgen.New(spec), optionsOf(tc.opts, xgen.WithAnnotationFilter,
+			xgen.WithBlockIOResolver, xgen.WithRdtResolver, xgen.WithResourceChecker, xgen.WithCDIDeviceInjector)...)
 	} else {
-		g = generate.SpecGenerator(testgen.New(spec), ourOptions(tc.opts)...)
+		g = generate.SpecGenerator(testgen.New(spec), optionsOf(tc.opts, generate.WithAnnotationFilter,
+			generate.WithBlockIOResolver, generate.WithRdtResolver, generate.WithResourceChecker, generate.WithCDIDeviceInjector)...)
 	}
 	func() {
 		defer func() {
@@ -344,19 +333,9 @@ func diff(a, b any, path string, out *[]string) {
 	am, aok := a.(map[string]any)
 	bm, bok := b.(map[string]any)
 	if aok && bok {
-		keys := map[string]bool{}
-		for k := range am {
-			keys[k] = true
-		}
-		for k := range bm {
-			keys[k] = true
-		}
-		sorted := make([]string, 0, len(keys))
-		for k := range keys {
-			sorted = append(sorted, k)
-		}
-		sort.Strings(sorted)
-		for _, k := range sorted {
+		union := maps.Clone(am)
+		maps.Copy(union, bm)
+		for _, k := range slices.Sorted(maps.Keys(union)) {
 			diff(am[k], bm[k], path+"."+k, out)
 		}
 		return

@@ -10,6 +10,8 @@ import (
 
 	nri "github.com/containerd/nri/pkg/api"
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/nri-rs/nri-rs/go/generate/internal/ensure"
 )
 
 // AddCreateRuntimeHook adds a hooks new CreateRuntime hooks.
@@ -73,12 +75,9 @@ func (g *Generator) SetProcessIOPriority(ioprio *rspec.LinuxIOPriority) {
 // int64, so UnlimitedPidsLimit (or less) leaves the limit as it is; a pids
 // section is created either way.
 func (g *Generator) SetLinuxResourcesPidsLimit(limit int64) {
-	r := g.resources()
-	if r.Pids == nil {
-		r.Pids = &rspec.LinuxPids{}
-	}
+	pids := ensure.Ptr(&g.resources().Pids)
 	if limit > UnlimitedPidsLimit {
-		r.Pids.Limit = &limit
+		pids.Limit = &limit
 	}
 }
 
@@ -102,57 +101,18 @@ func (g *Generator) SetLinuxMemoryPolicy(mpol *rspec.LinuxMemoryPolicy) {
 	l.MemoryPolicy = mpol
 }
 
-func (g *Generator) spec() *rspec.Spec {
-	if g.Config == nil {
-		g.Config = &rspec.Spec{}
-	}
-	return g.Config
-}
+func (g *Generator) spec() *rspec.Spec { return ensure.Ptr(&g.Config) }
 
-func (g *Generator) process() *rspec.Process {
-	s := g.spec()
-	if s.Process == nil {
-		s.Process = &rspec.Process{}
-	}
-	return s.Process
-}
+func (g *Generator) process() *rspec.Process { return ensure.Ptr(&g.spec().Process) }
 
-func (g *Generator) hooks() *rspec.Hooks {
-	s := g.spec()
-	if s.Hooks == nil {
-		s.Hooks = &rspec.Hooks{}
-	}
-	return s.Hooks
-}
+func (g *Generator) hooks() *rspec.Hooks { return ensure.Ptr(&g.spec().Hooks) }
 
-func (g *Generator) linux() *rspec.Linux {
-	s := g.spec()
-	if s.Linux == nil {
-		s.Linux = &rspec.Linux{}
-	}
-	return s.Linux
-}
+func (g *Generator) linux() *rspec.Linux { return ensure.Ptr(&g.spec().Linux) }
 
-func (g *Generator) resources() *rspec.LinuxResources {
-	l := g.linux()
-	if l.Resources == nil {
-		l.Resources = &rspec.LinuxResources{}
-	}
-	return l.Resources
-}
+func (g *Generator) resources() *rspec.LinuxResources { return ensure.Ptr(&g.linux().Resources) }
 
-func (g *Generator) intelRdt() *rspec.LinuxIntelRdt {
-	l := g.linux()
-	if l.IntelRdt == nil {
-		l.IntelRdt = &rspec.LinuxIntelRdt{}
-	}
-	return l.IntelRdt
-}
+func (g *Generator) intelRdt() *rspec.LinuxIntelRdt { return ensure.Ptr(&g.linux().IntelRdt) }
 
 func (g *Generator) netDevices() map[string]rspec.LinuxNetDevice {
-	l := g.linux()
-	if l.NetDevices == nil {
-		l.NetDevices = map[string]rspec.LinuxNetDevice{}
-	}
-	return l.NetDevices
+	return ensure.Map(&g.linux().NetDevices)
 }

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	rspec "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/nri-rs/nri-rs/go/generate/internal/ensure"
 )
 
 // Generator edits the spec it was created with.
@@ -25,68 +27,23 @@ func New(spec *rspec.Spec) *Generator { return &Generator{spec: spec} }
 // Spec is the spec being edited.
 func (g *Generator) Spec() *rspec.Spec { return g.spec }
 
-func (g *Generator) root() *rspec.Spec {
-	if g.spec == nil {
-		g.spec = &rspec.Spec{}
-	}
-	return g.spec
-}
+func (g *Generator) root() *rspec.Spec { return ensure.Ptr(&g.spec) }
 
-func (g *Generator) process() *rspec.Process {
-	s := g.root()
-	if s.Process == nil {
-		s.Process = &rspec.Process{}
-	}
-	return s.Process
-}
+func (g *Generator) process() *rspec.Process { return ensure.Ptr(&g.root().Process) }
 
-func (g *Generator) linux() *rspec.Linux {
-	s := g.root()
-	if s.Linux == nil {
-		s.Linux = &rspec.Linux{}
-	}
-	return s.Linux
-}
+func (g *Generator) linux() *rspec.Linux { return ensure.Ptr(&g.root().Linux) }
 
-func (g *Generator) resources() *rspec.LinuxResources {
-	l := g.linux()
-	if l.Resources == nil {
-		l.Resources = &rspec.LinuxResources{}
-	}
-	return l.Resources
-}
+func (g *Generator) resources() *rspec.LinuxResources { return ensure.Ptr(&g.linux().Resources) }
 
-func (g *Generator) cpu() *rspec.LinuxCPU {
-	r := g.resources()
-	if r.CPU == nil {
-		r.CPU = &rspec.LinuxCPU{}
-	}
-	return r.CPU
-}
+func (g *Generator) cpu() *rspec.LinuxCPU { return ensure.Ptr(&g.resources().CPU) }
 
-func (g *Generator) memory() *rspec.LinuxMemory {
-	r := g.resources()
-	if r.Memory == nil {
-		r.Memory = &rspec.LinuxMemory{}
-	}
-	return r.Memory
-}
+func (g *Generator) memory() *rspec.LinuxMemory { return ensure.Ptr(&g.resources().Memory) }
 
-func (g *Generator) hooks() *rspec.Hooks {
-	s := g.root()
-	if s.Hooks == nil {
-		s.Hooks = &rspec.Hooks{}
-	}
-	return s.Hooks
-}
+func (g *Generator) hooks() *rspec.Hooks { return ensure.Ptr(&g.root().Hooks) }
 
 // AddAnnotation sets an annotation.
 func (g *Generator) AddAnnotation(key, value string) {
-	s := g.root()
-	if s.Annotations == nil {
-		s.Annotations = map[string]string{}
-	}
-	s.Annotations[key] = value
+	ensure.Map(&g.root().Annotations)[key] = value
 }
 
 // RemoveAnnotation deletes an annotation.
@@ -237,11 +194,7 @@ func (g *Generator) Mounts() []rspec.Mount {
 
 // AddLinuxSysctl sets a sysctl.
 func (g *Generator) AddLinuxSysctl(key, value string) {
-	l := g.linux()
-	if l.Sysctl == nil {
-		l.Sysctl = map[string]string{}
-	}
-	l.Sysctl[key] = value
+	ensure.Map(&g.linux().Sysctl)[key] = value
 }
 
 // RemoveLinuxSysctl deletes a sysctl.
@@ -284,11 +237,7 @@ func (g *Generator) AddLinuxResourcesHugepageLimit(pageSize string, limit uint64
 
 // AddLinuxResourcesUnified sets a unified cgroup entry.
 func (g *Generator) AddLinuxResourcesUnified(key, val string) {
-	r := g.resources()
-	if r.Unified == nil {
-		r.Unified = map[string]string{}
-	}
-	r.Unified[key] = val
+	ensure.Map(&g.resources().Unified)[key] = val
 }
 
 // SetLinuxResourcesCPUShares sets the CPU shares.
