@@ -443,10 +443,11 @@ pub unsafe extern "C" fn nri_spec_adjust(
         let (generator, lossy) = g.snapshot();
         let mut spec = parse_spec(input, lossy, pids)?;
         let adjusted = generator.adjust(&mut spec, &adjust).map_err(spec_failure)?;
-        let spec = nri_buffer::from_vec(to_json_bytes(&spec_to_json(&spec)?)?);
+        // Both encoded before either is written: outputs only on success.
+        let spec = to_json_bytes(&spec_to_json(&spec)?)?;
         let cdi = to_json_bytes(&adjusted.pending_cdi_devices)?;
         // SAFETY: guaranteed by the caller; checked not NULL above.
-        unsafe { out_spec.write(spec) };
+        unsafe { out_spec.write(nri_buffer::from_vec(spec)) };
         if !out_cdi_devices.is_null() {
             // SAFETY: guaranteed by the caller.
             unsafe { out_cdi_devices.write(nri_buffer::from_vec(cdi)) };
