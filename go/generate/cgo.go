@@ -171,6 +171,9 @@ func (g *Generator) call(cbs *callbacks, msg []byte, fn coreCall) error {
 	}
 	var next rspec.Spec
 	if err := json.Unmarshal(takeBuffer(&out), &next); err != nil {
+		if cbs.saved != nil {
+			*g.Config = *cbs.saved
+		}
 		return fmt.Errorf("nri-rs returned an unreadable OCI Spec: %w", err)
 	}
 	*g.Config = next
