@@ -6,6 +6,7 @@ package generate_test
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 
@@ -111,10 +112,23 @@ func upstreamCases() []testCase {
 	return out
 }
 
-// gen draws the parts of random cases.
-type gen struct{ *rand.Rand }
+// gen draws the parts of random cases; full asks for every section, so a
+// per-group method always has something to apply.
+type gen struct {
+	*rand.Rand
+	full bool
+}
 
 func (r gen) chance(inN int) bool { return r.IntN(inN) == 0 }
+
+// present draws whether a section is there: one time in inN, or three in
+// four for a full case.
+func (r gen) present(inN int) bool {
+	if r.full {
+		return !r.chance(4)
+	}
+	return r.chance(inN)
+}
 
 func pick[T any](r gen, from ...T) T { return from[r.IntN(len(from))] }
 
@@ -129,7 +143,11 @@ func some[T any](r gen, n int, f func() T) []T {
 
 func (r gen) keyed(keys []string, values ...string) map[string]string {
 	m := map[string]string{}
-	for range r.IntN(4) {
+	n := r.IntN(4)
+	if r.full {
+		n++
+	}
+	for range n {
 		m[pick(r, keys...)] = pick(r, values...)
 	}
 	return m
@@ -202,10 +220,10 @@ func (r gen) spec() *rspec.Spec {
 	l.Devices = some(r, 2, func() rspec.LinuxDevice {
 		return rspec.LinuxDevice{Path: pick(r, devicePaths...), Type: "c", Major: 1, Minor: 3}
 	})
-	if r.chance(3) {
+	if r.present(3) {
 		l.Sysctl = r.keyed([]string{"net.a", "net.b"}, "0", "1")
 	}
-	if r.chance(4) {
+	if r.present(4) {
 		l.NetDevices = map[string]rspec.LinuxNetDevice{"eth0": {Name: "ctr0"}}
 	}
 	if r.chance(4) {
@@ -257,7 +275,7 @@ func (r gen) device() *api.LinuxDevice {
 
 func (r gen) resources() *api.LinuxResources {
 	res := &api.LinuxResources{}
-	if r.chance(2) {
+	if r.present(2) {
 		m := &api.LinuxMemory{}
 		if r.chance(4) {
 			m.Limit = api.Int64(0)
@@ -269,7 +287,7 @@ func (r gen) resources() *api.LinuxResources {
 		}
 		res.Memory = m
 	}
-	if r.chance(2) {
+	if r.present(2) {
 		c := &api.LinuxCPU{Cpus: pick(r, "", "0-1", "2"), Mems: pick(r, "", "0")}
 		if r.chance(2) {
 			c.Shares = api.UInt64(pick[uint64](r, 2, 1024, 20000))
@@ -288,7 +306,7 @@ func (r gen) resources() *api.LinuxResources {
 	if r.rare() {
 		res.HugepageLimits = append(res.HugepageLimits, &api.HugepageLimit{PageSize: "1GB", Limit: 1 << 63})
 	}
-	if r.chance(3) {
+	if r.present(3) {
 		res.Unified = r.keyed([]string{"memory.high", "cpu.weight"}, "max", "100")
 	}
 	res.Devices = some(r, 2, func() *api.LinuxDeviceCgroup {
@@ -298,13 +316,13 @@ func (r gen) resources() *api.LinuxResources {
 		}
 		return d
 	})
-	if r.chance(3) {
+	if r.present(3) {
 		res.Pids = &api.LinuxPids{Limit: pick[int64](r, -1, -5, 0, 42)}
 	}
-	if r.chance(4) {
+	if r.present(4) {
 		res.BlockioClass = api.String(pick(r, "", "slow", "none", "bad"))
 	}
-	if r.chance(4) {
+	if r.present(4) {
 		res.RdtClass = api.String(pick(r, "", "gold", "bad"))
 	}
 	return res
@@ -339,22 +357,22 @@ func (r gen) seccomp() *api.LinuxSeccomp {
 func (r gen) linux() *api.LinuxContainerAdjustment {
 	l := &api.LinuxContainerAdjustment{}
 	l.Devices = some(r, 2, r.device)
-	if r.chance(2) {
+	if r.full || r.chance(2) {
 		l.Resources = r.resources()
 	}
-	if r.chance(4) {
+	if r.present(4) {
 		l.CgroupsPath = pick(r, "/kubepods/x", "system.slice:cri:x")
 	}
-	if r.chance(4) {
+	if r.present(4) {
 		l.OomScoreAdj = api.Int(pick(r, -1000, 0, 500))
 		if r.rare() {
 			l.OomScoreAdj = &api.OptionalInt{Value: 1 << 40}
 		}
 	}
-	if r.chance(5) {
+	if r.present(5) {
 		l.IoPriority = &api.LinuxIOPriority{Class: api.IOPrioClass(r.IntN(4)), Priority: int32(r.IntN(8))}
 	}
-	if r.chance(5) {
+	if r.present(5) {
 		s := &api.LinuxScheduler{Policy: api.LinuxSchedulerPolicy(r.IntN(8)), Nice: int32(r.IntN(10)), Priority: int32(r.IntN(3))}
 		s.Flags = some(r, 2, func() api.LinuxSchedulerFlag {
 			return pick(r, api.LinuxSchedulerFlag_SCHED_FLAG_RECLAIM, api.LinuxSchedulerFlag_SCHED_FLAG_KEEP_POLICY,
@@ -368,7 +386,7 @@ func (r gen) linux() *api.LinuxContainerAdjustment {
 		}
 		l.Scheduler = s
 	}
-	if r.chance(5) {
+	if r.present(5) {
 		l.SeccompPolicy = r.seccomp()
 	}
 	l.Namespaces = some(r, 2, func() *api.LinuxNamespace {
@@ -390,11 +408,11 @@ func (r gen) linux() *api.LinuxContainerAdjustment {
 			l.NetDevices[pick(r, "eth0", "eth1", "-eth0")] = &api.LinuxNetDevice{Name: pick(r, "", "ctr1")}
 		}
 	}
-	if r.chance(5) {
+	if r.present(5) {
 		l.MemoryPolicy = &api.LinuxMemoryPolicy{Mode: api.MpolMode(r.IntN(7)), Nodes: pick(r, "", "0-1")}
 		l.MemoryPolicy.Flags = some(r, 2, func() api.MpolFlag { return api.MpolFlag(r.IntN(3)) })
 	}
-	if r.chance(4) {
+	if r.present(4) {
 		rdt := &api.LinuxRdt{Remove: r.chance(3)}
 		if r.chance(2) {
 			rdt.ClosId = api.String(pick(r, "", "c1"))
@@ -412,8 +430,8 @@ func (r gen) linux() *api.LinuxContainerAdjustment {
 
 func (r gen) adjustment() *api.ContainerAdjustment {
 	a := &api.ContainerAdjustment{}
-	if r.chance(2) {
-		a.Annotations = r.keyed([]string{"a", "b", "-a", "-c", "x.drop", "fail"}, "v1", "v2")
+	if r.present(2) {
+		a.Annotations = r.keyed([]string{"a", "b", "-a", "-c", "x.drop", "-x.gone", "fail"}, "v1", "v2")
 		if !r.chance(10) {
 			delete(a.Annotations, "fail")
 		}
@@ -422,7 +440,7 @@ func (r gen) adjustment() *api.ContainerAdjustment {
 	a.Env = some(r, 3, func() *api.KeyValue {
 		return &api.KeyValue{Key: pick(r, "A", "B", "C", "-A", "-B", "PATH"), Value: pick(r, "x", "y", "")}
 	})
-	if r.chance(4) {
+	if r.present(4) {
 		a.Hooks = &api.Hooks{}
 		hook := func() *api.Hook {
 			h := &api.Hook{Path: "/bin/hook", Args: []string{"hook", "x"}}
@@ -438,7 +456,7 @@ func (r gen) adjustment() *api.ContainerAdjustment {
 		a.Hooks.Poststart = some(r, 1, hook)
 		a.Hooks.Poststop = some(r, 1, hook)
 	}
-	if !r.chance(3) {
+	if r.full || !r.chance(3) {
 		a.Linux = r.linux()
 	}
 	a.Rlimits = some(r, 2, func() *api.POSIXRlimit {
@@ -447,31 +465,27 @@ func (r gen) adjustment() *api.ContainerAdjustment {
 	if r.rare() {
 		a.Rlimits = append(a.Rlimits, &api.POSIXRlimit{Type: "nofile", Hard: 1, Soft: 1})
 	}
-	if r.chance(4) {
+	if r.present(4) {
 		a.CDIDevices = some(r, 2, func() *api.CDIDevice { return &api.CDIDevice{Name: pick(r, "vendor.com/gpu=0", "vendor.com/gpu=bad")} })
 	}
-	if r.chance(4) {
+	if r.present(4) {
 		a.Args = []string{"/bin/app", pick(r, "-v", "--x")}
 	}
 	return a
 }
 
+// randomCase calls Adjust in half of the cases and one of the per-group
+// methods in the other half, with every section of the adjustment drawn.
 func randomCase(rng *rand.Rand, i int) testCase {
-	r := gen{rng}
-	tc := testCase{
-		name:   fmt.Sprintf("random %d", i),
-		spec:   r.spec(),
-		opts:   options{r.chance(2), r.chance(2), r.chance(2), r.chance(2), r.chance(2)},
-		entry:  "Adjust",
-		adjust: r.adjustment(),
-	}
-	if r.chance(4) {
-		names := make([]string, 0, len(entries))
-		for name := range entries {
-			names = append(names, name)
-		}
-		slices.Sort(names)
+	r := gen{Rand: rng}
+	tc := testCase{name: fmt.Sprintf("random %d", i), entry: "Adjust"}
+	if r.chance(2) {
+		names := slices.Sorted(maps.Keys(entries))
 		tc.entry = pick(r, names...)
+		r.full = true
 	}
+	tc.spec = r.spec()
+	tc.opts = options{r.chance(2), r.chance(2), r.chance(2), r.chance(2), r.chance(2)}
+	tc.adjust = r.adjustment()
 	return tc
 }

@@ -34,7 +34,7 @@ import (
 
 const (
 	randomSeed  = 20250912
-	randomCases = 1500
+	randomCases = 3000
 )
 
 // generator is the API upstream's Generator and ours share, so one case

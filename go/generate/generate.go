@@ -303,18 +303,13 @@ func (g *Generator) AdjustLinuxNetDevices(devices map[string]*nri.LinuxNetDevice
 // Devices are given by their fully qualified CDI device names. The
 // actual device injection is done using a runtime-specific CDI
 // injection function, set using the WithCDIDeviceInjector option.
-// The injector's error is returned as it is.
+// The injector's error is returned as it is, and the Spec put back as it
+// was.
 func (g *Generator) InjectCDIDevices(devices []*nri.CDIDevice) error {
 	if len(devices) == 0 || g.injectCDIDevices == nil {
 		return nil
 	}
-	names := []string{}
-	for _, d := range devices {
-		if d != nil {
-			names = append(names, d.Name)
-		}
-	}
-	return g.injectCDIDevices(g.Config, names)
+	return g.adjust(&nri.ContainerAdjustment{CDIDevices: devices}, g.callbacks(useCDIInjector))
 }
 
 // AdjustRlimits adjusts the (Linux) POSIX resource limits in the OCI Spec.
