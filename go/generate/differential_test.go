@@ -49,6 +49,9 @@ type generator interface {
 	AdjustBlockIOClass(*string) error
 	AdjustRdtClass(*string) error
 	AdjustRdt(*api.LinuxRdt)
+	AdjustRdtClosID(*string)
+	AdjustRdtSchemata(*[]string)
+	AdjustRdtEnableMonitoring(*bool)
 	AdjustCgroupsPath(string)
 	AdjustOomScoreAdj(*api.OptionalInt)
 	AdjustIOPriority(*api.LinuxIOPriority)
@@ -122,6 +125,18 @@ var entries = map[string]func(g generator, a *api.ContainerAdjustment) error{
 	},
 	"AdjustDevices": func(g generator, a *api.ContainerAdjustment) error {
 		g.AdjustDevices(a.GetLinux().GetDevices())
+		return nil
+	},
+	"AdjustRdtClosID": func(g generator, a *api.ContainerAdjustment) error {
+		g.AdjustRdtClosID(a.GetLinux().GetRdt().GetClosId().Get())
+		return nil
+	},
+	"AdjustRdtSchemata": func(g generator, a *api.ContainerAdjustment) error {
+		g.AdjustRdtSchemata(a.GetLinux().GetRdt().GetSchemata().Get())
+		return nil
+	},
+	"AdjustRdtEnableMonitoring": func(g generator, a *api.ContainerAdjustment) error {
+		g.AdjustRdtEnableMonitoring(a.GetLinux().GetRdt().GetEnableMonitoring().Get())
 		return nil
 	},
 }
