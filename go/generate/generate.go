@@ -154,11 +154,17 @@ func (g *Generator) Adjust(adjust *nri.ContainerAdjustment) error {
 
 // AdjustEnv adjusts the environment of the OCI Spec.
 func (g *Generator) AdjustEnv(env []*nri.KeyValue) {
+	if len(env) == 0 {
+		return
+	}
 	g.mustAdjust(&nri.ContainerAdjustment{Env: env})
 }
 
 // AdjustArgs adjusts the process arguments in the OCI Spec.
 func (g *Generator) AdjustArgs(args []string) {
+	if len(args) == 0 {
+		return
+	}
 	g.mustAdjust(&nri.ContainerAdjustment{Args: args})
 }
 
@@ -267,11 +273,17 @@ func (g *Generator) AdjustSeccompPolicy(policy *nri.LinuxSeccomp) error {
 
 // AdjustNamespaces adds or replaces namespaces in the OCI Spec.
 func (g *Generator) AdjustNamespaces(namespaces []*nri.LinuxNamespace) error {
+	if len(namespaces) == 0 {
+		return nil
+	}
 	return g.adjustLinux(&nri.LinuxContainerAdjustment{Namespaces: namespaces})
 }
 
 // AdjustSysctl adds, replaces, or removes the sysctl settings in the OCI Spec.
 func (g *Generator) AdjustSysctl(sysctl map[string]string) error {
+	if len(sysctl) == 0 {
+		return nil
+	}
 	return g.adjustLinux(&nri.LinuxContainerAdjustment{Sysctl: sysctl})
 }
 
@@ -291,11 +303,17 @@ func (g *Generator) AdjustMemoryPolicy(memoryPolicy *nri.LinuxMemoryPolicy) {
 
 // AdjustDevices adjusts the (Linux) devices in the OCI Spec.
 func (g *Generator) AdjustDevices(devices []*nri.LinuxDevice) {
+	if len(devices) == 0 {
+		return
+	}
 	g.mustAdjustLinux(&nri.LinuxContainerAdjustment{Devices: devices})
 }
 
 // AdjustLinuxNetDevices adjusts the linux net devices in the OCI Spec.
 func (g *Generator) AdjustLinuxNetDevices(devices map[string]*nri.LinuxNetDevice) error {
+	if len(devices) == 0 {
+		return nil
+	}
 	return g.adjustLinux(&nri.LinuxContainerAdjustment{NetDevices: devices})
 }
 
@@ -314,11 +332,17 @@ func (g *Generator) InjectCDIDevices(devices []*nri.CDIDevice) error {
 
 // AdjustRlimits adjusts the (Linux) POSIX resource limits in the OCI Spec.
 func (g *Generator) AdjustRlimits(rlimits []*nri.POSIXRlimit) error {
+	if len(rlimits) == 0 {
+		return nil
+	}
 	return g.adjust(&nri.ContainerAdjustment{Rlimits: rlimits}, nil)
 }
 
 // AdjustMounts adjusts the mounts in the OCI Spec.
 func (g *Generator) AdjustMounts(mounts []*nri.Mount) error {
+	if len(mounts) == 0 {
+		return nil
+	}
 	return g.adjust(&nri.ContainerAdjustment{Mounts: mounts}, nil)
 }
 
