@@ -141,6 +141,58 @@ var entries = map[string]func(g generator, a *api.ContainerAdjustment) error{
 	},
 }
 
+// applied is the part of a the entry applies, so a documented difference
+// is recognized only by what the call could act on.
+func applied(entry string, a *api.ContainerAdjustment) *api.ContainerAdjustment {
+	l := a.GetLinux()
+	linux := func(part *api.LinuxContainerAdjustment) *api.ContainerAdjustment {
+		return &api.ContainerAdjustment{Linux: part}
+	}
+	switch entry {
+	case "Adjust":
+		return a
+	case "AdjustAnnotations":
+		return &api.ContainerAdjustment{Annotations: a.GetAnnotations()}
+	case "AdjustEnv":
+		return &api.ContainerAdjustment{Env: a.GetEnv()}
+	case "AdjustArgs":
+		return &api.ContainerAdjustment{Args: a.GetArgs()}
+	case "AdjustHooks":
+		return &api.ContainerAdjustment{Hooks: a.GetHooks()}
+	case "InjectCDIDevices":
+		return &api.ContainerAdjustment{CDIDevices: a.GetCDIDevices()}
+	case "AdjustRlimits":
+		return &api.ContainerAdjustment{Rlimits: a.GetRlimits()}
+	case "AdjustMounts":
+		return &api.ContainerAdjustment{Mounts: a.GetMounts()}
+	case "AdjustResources", "AdjustBlockIOClass", "AdjustRdtClass":
+		return linux(&api.LinuxContainerAdjustment{Resources: l.GetResources()})
+	case "AdjustRdt", "AdjustRdtClosID", "AdjustRdtSchemata", "AdjustRdtEnableMonitoring":
+		return linux(&api.LinuxContainerAdjustment{Rdt: l.GetRdt()})
+	case "AdjustCgroupsPath":
+		return linux(&api.LinuxContainerAdjustment{CgroupsPath: l.GetCgroupsPath()})
+	case "AdjustOomScoreAdj":
+		return linux(&api.LinuxContainerAdjustment{OomScoreAdj: l.GetOomScoreAdj()})
+	case "AdjustIOPriority":
+		return linux(&api.LinuxContainerAdjustment{IoPriority: l.GetIoPriority()})
+	case "AdjustSeccompPolicy":
+		return linux(&api.LinuxContainerAdjustment{SeccompPolicy: l.GetSeccompPolicy()})
+	case "AdjustNamespaces":
+		return linux(&api.LinuxContainerAdjustment{Namespaces: l.GetNamespaces()})
+	case "AdjustSysctl":
+		return linux(&api.LinuxContainerAdjustment{Sysctl: l.GetSysctl()})
+	case "AdjustLinuxNetDevices":
+		return linux(&api.LinuxContainerAdjustment{NetDevices: l.GetNetDevices()})
+	case "AdjustLinuxScheduler":
+		return linux(&api.LinuxContainerAdjustment{Scheduler: l.GetScheduler()})
+	case "AdjustMemoryPolicy":
+		return linux(&api.LinuxContainerAdjustment{MemoryPolicy: l.GetMemoryPolicy()})
+	case "AdjustDevices":
+		return linux(&api.LinuxContainerAdjustment{Devices: l.GetDevices()})
+	}
+	panic("no part for " + entry)
+}
+
 // options says which of the test callbacks a case sets.
 type options struct {
 	filter, blockio, rdt, checker, cdi bool
@@ -390,7 +442,7 @@ func TestDifferential(t *testing.T) {
 		}
 		// Upstream's outcome for a key both removed and set depends on Go's
 		// map order: such cases count as documented even when it matches.
-		conflicting := len(conflictingKeys(tc.entry, tc.adjust)) > 0 && up.err == "" && ours.err == ""
+		conflicting := len(conflictingKeys(applied(tc.entry, tc.adjust))) > 0 && up.err == "" && ours.err == ""
 		if !conflicting && up.panic == "" && up.err == ours.err && (up.err != "" || reflect.DeepEqual(up.spec, ours.spec)) {
 			tl.equal++
 			if tl.cases <= tableCases {
@@ -439,7 +491,7 @@ func TestDifferential(t *testing.T) {
 // documented names the documented difference a case shows, or "".
 // original is the spec both started from, as JSON.
 func documented(tc testCase, original any, up, ours outcome) string {
-	a := tc.adjust
+	a := applied(tc.entry, tc.adjust)
 	// Methods without an error return log a refusal and change nothing.
 	refused := func(text string) bool {
 		return strings.Contains(ours.err, text) ||
@@ -451,10 +503,10 @@ func documented(tc testCase, original any, up, ours outcome) string {
 		return "value oci-spec cannot hold refused"
 	case outOfRange(a) && refused("out of range for the OCI spec field"):
 		return "number out of the OCI field's range refused"
-	case up.panic != "" && upstreamDereferencesNil(tc):
+	case up.panic != "" && upstreamDereferencesNil(tc.spec, a):
 		// Ours goes on, and succeeds or fails at a later step.
 		return "missing section created where upstream panics"
-	case up.panic == "" && up.err == "" && ours.err == "" && conflictsResolved(tc.entry, a, up, ours):
+	case up.panic == "" && up.err == "" && ours.err == "" && conflictsResolved(a, up, ours):
 		return "key both removed and set ends up set"
 	}
 	return ""
@@ -504,8 +556,7 @@ func outOfRange(a *api.ContainerAdjustment) bool {
 
 // upstreamDereferencesNil: rlimits without a process, seccomp without a
 // Linux section, an rslave mount without a Linux section.
-func upstreamDereferencesNil(tc testCase) bool {
-	s, a := tc.spec, tc.adjust
+func upstreamDereferencesNil(s *rspec.Spec, a *api.ContainerAdjustment) bool {
 	noProcess := s == nil || s.Process == nil
 	noLinux := s == nil || s.Linux == nil
 	slave := false
@@ -521,8 +572,8 @@ func upstreamDereferencesNil(tc testCase) bool {
 // sysctl or net device; upstream applies them in map order (either may
 // win), ours sets. Everything else must be equal, and ours must have the
 // keys set.
-func conflictsResolved(entry string, a *api.ContainerAdjustment, up, ours outcome) bool {
-	found := conflictingKeys(entry, a)
+func conflictsResolved(a *api.ContainerAdjustment, up, ours outcome) bool {
+	found := conflictingKeys(a)
 	if len(found) == 0 {
 		return false
 	}
@@ -547,21 +598,19 @@ type keyed struct {
 	keys []string
 }
 
-// conflictingKeys are those of the maps the entry applies.
-func conflictingKeys(entry string, a *api.ContainerAdjustment) []keyed {
+func conflictingKeys(a *api.ContainerAdjustment) []keyed {
 	var found []keyed
-	applies := func(method string) bool { return entry == "Adjust" || entry == method }
-	if k := conflicts(a.GetAnnotations()); len(k) > 0 && applies("AdjustAnnotations") {
+	if k := conflicts(a.GetAnnotations()); len(k) > 0 {
 		found = append(found, keyed{[]string{"annotations"}, k})
 	}
-	if k := conflicts(a.GetLinux().GetSysctl()); len(k) > 0 && applies("AdjustSysctl") {
+	if k := conflicts(a.GetLinux().GetSysctl()); len(k) > 0 {
 		found = append(found, keyed{[]string{"linux", "sysctl"}, k})
 	}
 	nd := map[string]string{}
 	for k := range a.GetLinux().GetNetDevices() {
 		nd[k] = ""
 	}
-	if k := conflicts(nd); len(k) > 0 && applies("AdjustLinuxNetDevices") {
+	if k := conflicts(nd); len(k) > 0 {
 		found = append(found, keyed{[]string{"linux", "netDevices"}, k})
 	}
 	return found
