@@ -7,12 +7,16 @@
  * a bug (src/ffi/error.rs tests the mapping itself from Rust).
  * NRI_STATUS_CALLBACK_FAILED (7) comes from a sync callback failing
  * nri_adaptation_start; an update callback's error goes back to the plugin
- * that asked instead (see test_runtime_callbacks.c). */
+ * that asked instead (see test_runtime_callbacks.c). NRI_STATUS_INVALID_SPEC
+ * (10) and NRI_STATUS_SPEC_REFUSED (11) come from the spec generator. */
 #include "harness.h"
 
 #include <string.h>
 
-static int produced[NRI_STATUS_PANIC + 1];
+/* The highest status this version knows. */
+#define LAST_STATUS NRI_STATUS_SPEC_REFUSED
+
+static int produced[LAST_STATUS + 1];
 
 /* Checks a call's outcome, records its status, frees and clears *errp
  * (read here, after the call: not an argument evaluated beside it). */
@@ -79,7 +83,23 @@ static void every_reachable_status_is_produced(void **state)
     r2->fail_message = "not this one";
     got(create(a, &err), &err, NRI_STATUS_REJECTED);
 
-    for (nri_status s = NRI_STATUS_OK; s <= NRI_STATUS_PANIC; s++) {
+    /* The spec generator: a spec that is not JSON; an rlimit type the OCI
+     * spec has no name for (ContainerAdjustment.rlimits = 7, type = 1). */
+    nri_spec_generator *g = nri_spec_generator_new();
+    nri_buffer spec = { 0 };
+    static const char json[] = "{\"ociVersion\":\"1.2.0\"}";
+    pb adj = { 0 }, rlimit = { 0 };
+    pb_string(&rlimit, 1, "nofile");
+    pb_message(&adj, 7, &rlimit);
+    got(nri_spec_adjust(g, (const uint8_t *)"{", 1, NULL, 0, &spec, NULL, &err), &err,
+        NRI_STATUS_INVALID_SPEC);
+    got(nri_spec_adjust(g, (const uint8_t *)json, strlen(json), adj.data, adj.len, &spec, NULL,
+                        &err), &err, NRI_STATUS_SPEC_REFUSED);
+    assert_null(spec.data);
+    pb_free(&adj);
+    nri_spec_generator_free(g);
+
+    for (nri_status s = NRI_STATUS_OK; s <= LAST_STATUS; s++) {
         int reachable = s != NRI_STATUS_PANIC;
         if (reachable && !produced[s])
             fail_msg("status %u (%s) was not produced", (unsigned)s, nri_status_name(s));
@@ -92,11 +112,12 @@ static void every_status_has_a_name(void **state)
     static const char *const names[] = {
         "ok", "invalid argument", "invalid message", "not running", "plugin failed",
         "conflict", "rejected", "callback failed", "start failed", "panic",
+        "invalid spec", "spec refused",
     };
-    for (uint32_t s = 0; s <= NRI_STATUS_PANIC; s++)
+    for (uint32_t s = 0; s <= LAST_STATUS; s++)
         assert_string_equal(nri_status_name(s), names[s]);
     /* Numbers this version does not know, as a newer library might send. */
-    assert_string_equal(nri_status_name(NRI_STATUS_PANIC + 1), "unknown status");
+    assert_string_equal(nri_status_name(LAST_STATUS + 1), "unknown status");
     assert_string_equal(nri_status_name(UINT32_MAX), "unknown status");
     /* Static strings: the same pointer every time. */
     assert_ptr_equal(nri_status_name(NRI_STATUS_OK), nri_status_name(NRI_STATUS_OK));
