@@ -45,6 +45,8 @@ test-rust:
 test-go: build
 	cd go && $(GO) vet ./...
 	cd go && GOEXPERIMENT=cgocheck2 $(GO) test $(GO_TEST_FLAGS) -race ./...
+	@# The spec generator's differential counts (the test passed above).
+	cd go && GOEXPERIMENT=cgocheck2 $(GO) test -race -count=1 -run '^TestDifferential$$' -v ./generate/ | grep '^spec generator'
 	tests/conformance/build-against.sh v0.12.0
 
 ## test-c: the C tests of include/nri.h (tests/c), with cmocka, against the
