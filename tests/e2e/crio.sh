@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# CRI-O built with nri-rs, running CRI-O's own NRI end-to-end tests (test/nri).
+#
+#   tests/e2e/crio.sh               CRI-O with the Rust core swapped in
+#   E2E_STOCK=1 tests/e2e/crio.sh   the same, stock (upstream's Go pkg/adaptation)
+#
+# CRI-O's newest release the Go module proxy serves, v1.36.3, pins NRI
+# v0.11.0; CRI-O moved to NRI v0.12.0 on its main branch in a commit that
+# changed only go.mod, go.sum and vendor/ (no source file). So the source is
+# v1.36.3 with that same dependency step taken here (`go get
+# github.com/containerd/nri@$CRIO_NRI_VERSION`, then `go mod vendor`), for the
+# stock and the nri-rs build alike. Then, as containerd.sh:
+#   builds crio, pinns and the test/nri test binary with CRI-O's build tags
+#   (nri-rs flavor: `go build -overlay` over the vendored pkg/adaptation,
+#   api_v0_12_2.go left out for NRI < v0.12.2, cgo pointed at include/ and
+#   the release libnri.a); copies busybox and pause images (built offline)
+#   into vfs storage with skopeo; starts CRI-O with cgroupfs, Debian's runc
+#   and conmon, CNI from containernetworking-plugins and NRI on
+#   /var/run/nri-test.sock; runs every test of test/nri; prints
+#   "e2e-crio: N passed, N failed, N skipped"; tears everything down.
+#
+# Needs root, Go, cargo, gcc and the Debian packages runc, conmon, skopeo,
+# containernetworking-plugins, busybox-static (see .ci/run).
+source "$(dirname "$0")/lib.sh"
+
+CRIO_VERSION=${CRIO_VERSION:-v1.36.3}
+CRIO_NRI_VERSION=${CRIO_NRI_VERSION:-v0.12.0}
+NRI_SOCKET=/var/run/nri-test.sock
+BRIDGE=nrirs-e2e1
+SUBNET=10.239.48.0/24
+TESTS='^Test'
+# What test/nri uses: its CI image (busybox suffices: sh, sleep, grep) and
+# CRI-O's default pause image.
+BUSYBOX_IMAGE=quay.io/crio/fedora-crio-ci:latest
+PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
+PKG=github.com/cri-o/cri-o
+# CRI-O's Makefile derives these from the host (hack/*_tag.sh); fixed here:
+# no btrfs, no gpgme (Go openpgp), no ostree, no seccomp/selinux/apparmor.
+BUILDTAGS="containers_image_ostree_stub exclude_graphdriver_btrfs btrfs_noversion containers_image_openpgp"
+
+t0=$(date +%s)
+need_root
+need_cmd go "golang (Go 1.26+)"
+need_cmd cargo "rust (rustup)"
+need_cmd gcc gcc
+need_cmd make make
+need_static_libc
+need_cmd runc runc
+need_cmd conmon conmon
+need_cmd skopeo skopeo
+need_cmd busybox busybox-static
+need_file /usr/lib/cni/bridge containernetworking-plugins
+need_file /usr/lib/cni/host-local containernetworking-plugins
+need_file /usr/lib/cni/loopback containernetworking-plugins
+need_cmd ip iproute2
+need_cgroups
+
+e2e_trap
+flavor=$(flavor)
+
+# --- sources and builds --------------------------------------------------------
+raise_nri() {
+    GOFLAGS=-mod=mod go get "github.com/containerd/nri@$CRIO_NRI_VERSION"
+}
+src=$(prepare_source "crio-nri-$CRIO_NRI_VERSION" "$PKG" "$CRIO_VERSION" raise_nri)
+nri_version=$(vendored_version "$src" github.com/containerd/nri)
+[ "$nri_version" = "$CRIO_NRI_VERSION" ] || die "CRI-O source vendors NRI $nri_version, expected $CRIO_NRI_VERSION"
+log "CRI-O $CRIO_VERSION, NRI raised to $nri_version"
+
+export GOFLAGS=-mod=vendor
+ld="-X $PKG/internal/version.buildCommit=nri-rs-e2e"
+
+# build_crio BIN: crio, the test/nri binary and pinns, as CRI-O's Makefile
+# builds them (minus its -s -w).
+build_crio() {
+    local bin=$1
+    cd "$src"
+    nice -n 10 go build -trimpath -ldflags "$ld" -tags "$BUILDTAGS" "${overlay_flag[@]}" -o "$bin/crio" ./cmd/crio
+    nice -n 10 go test -trimpath -ldflags "$ld" -tags "test $BUILDTAGS" "${overlay_flag[@]}" -c -o "$bin/nri.test" ./test/nri
+    nice -n 10 make -s -C pinns >/dev/null
+    cp bin/pinns "$bin/pinns"
+}
+
+overlay_flag=()
+if [ "$flavor" = nri-rs ]; then
+    nri_rs_env
+    overlay=$E2E_BUILD/overlay-crio-$CRIO_VERSION.json
+    write_overlay "$src" "$nri_version" "$overlay"
+    overlay_flag=(-overlay "$overlay")
+else
+    stock_env
+fi
+bin=$E2E_BUILD/bin/crio-$CRIO_VERSION-$flavor
+build_cached "$bin" build_crio "$CRIO_VERSION $nri_version $ld $BUILDTAGS ${overlay_flag[*]}"
+if [ "$flavor" = nri-rs ]; then
+    grep -qaF 'runtime interface created (nri-rs' "$bin/crio" ||
+        die "$bin/crio does not contain go/adaptation: the overlay was not applied"
+fi
+build_secs=$BUILD_SECS
+
+# --- run CRI-O ------------------------------------------------------------------
+te=$(date +%s)
+claim_nri_socket "$NRI_SOCKET"
+del_link "$BRIDGE" # left by an interrupted run
+on_exit_do del_link "$BRIDGE"
+new_workdir nrirs-crio
+W=$E2E_WORK
+mkdir -p "$W/cni" "$W/images" "$W/nri/plugins" "$W/nri/conf.d" "$W/crio.conf.d" "$W/hooks" "$W/log"
+storage="vfs@$W/storage+$W/run"
+
+busybox_rootfs "$W/images/busybox"
+pause_rootfs "$W/images/pause"
+oci_archive "$W/images/busybox.tar" "$BUSYBOX_IMAGE" "$W/images/busybox" /bin/sh
+oci_archive "$W/images/pause.tar" "$PAUSE_IMAGE" "$W/images/pause" /pause
+printf '{"default":[{"type":"insecureAcceptAnything"}]}\n' >"$W/policy.json"
+for img in busybox:"$BUSYBOX_IMAGE" pause:"$PAUSE_IMAGE"; do
+    skopeo --policy "$W/policy.json" copy -q "oci-archive:$W/images/${img%%:*}.tar" \
+        "containers-storage:[$storage]${img#*:}" >&2 ||
+        die "copying the ${img%%:*} test image into CRI-O's storage failed"
+done
+
+cat >"$W/cni/10-nrirs-e2e.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "nrirs-e2e",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$BRIDGE",
+      "isGateway": false,
+      "ipMasq": false,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "$SUBNET"}]],
+        "dataDir": "$W/cni-ipam"
+      }
+    },
+    {"type": "loopback"}
+  ]
+}
+EOF
+
+cat >"$W/crio.conf" <<EOF
+[crio]
+root = "$W/storage"
+runroot = "$W/run"
+storage_driver = "vfs"
+log_dir = "$W/log"
+version_file = "$W/version"
+version_file_persist = "$W/version-persist"
+clean_shutdown_file = "$W/clean.shutdown"
+
+[crio.api]
+listen = "$W/crio.sock"
+stream_address = "127.0.0.1"
+stream_port = "0"
+
+[crio.runtime]
+default_runtime = "runc"
+cgroup_manager = "cgroupfs"
+conmon_cgroup = "pod"
+selinux = false
+pinns_path = "$bin/pinns"
+namespaces_dir = "$W/ns"
+container_exits_dir = "$W/exits"
+container_attach_socket_dir = "$W/attach"
+hooks_dir = ["$W/hooks"]
+default_mounts_file = "$W/mounts.conf"
+
+[crio.runtime.runtimes.runc]
+runtime_path = "$(command -v runc)"
+runtime_type = "oci"
+runtime_root = "$W/runc"
+monitor_path = "$(command -v conmon)"
+monitor_cgroup = "pod"
+
+[crio.image]
+pause_image = "$PAUSE_IMAGE"
+pause_command = "/pause"
+signature_policy = "$W/policy.json"
+
+[crio.network]
+network_dir = "$W/cni"
+plugin_dirs = ["/usr/lib/cni"]
+
+[crio.metrics]
+enable_metrics = false
+
+[crio.nri]
+enable_nri = true
+nri_listen = "$NRI_SOCKET"
+nri_plugin_dir = "$W/nri/plugins"
+nri_plugin_config_dir = "$W/nri/conf.d"
+EOF
+: >"$W/mounts.conf"
+
+daemon_log=$W/crio.log
+: >"$daemon_log"
+log "starting crio ($flavor) in $W"
+supervise "$daemon_log" "$bin/crio" --config "$W/crio.conf" --config-dir "$W/crio.conf.d" --log-level info
+wait_for 60 "CRI-O" test -S "$W/crio.sock" ||
+    { tail -40 "$daemon_log" >&2; die "CRI-O did not come up"; }
+wait_for 30 "the NRI socket" test -S "$NRI_SOCKET" ||
+    { tail -40 "$daemon_log" >&2; die "CRI-O did not open the NRI socket $NRI_SOCKET"; }
+check_startup_line "$daemon_log" CRI-O
+
+tests_log=$W/tests.log
+expected=$W/tests.expected
+"$bin/nri.test" -test.list "$TESTS" >"$expected" 2>"$W/tests.list.log" ||
+    { cat "$W/tests.list.log" >&2; die "listing the test/nri tests failed"; }
+[ -s "$expected" ] || die "the test/nri binary lists no test"
+log "running $(wc -l <"$expected") tests: $(tr '\n' ' ' <"$expected")"
+set +e
+(cd "$W" && timeout 900 "$bin/nri.test" -test.v -test.count=1 -test.run "$TESTS" -test.timeout 14m \
+    --crio-socket="$W/crio.sock" --nri-socket="$NRI_SOCKET" --cgroup-manager=cgroupfs) >"$tests_log" 2>&1
+tests_rc=$?
+set -e
+[ "${E2E_VERBOSE:-0}" = 1 ] && cat "$tests_log" >&2
+count_results "$tests_log" "$expected"
+if [ "$tests_rc" -ne 0 ] && [ "$FAILED" = 0 ]; then
+    tail -40 "$tests_log" >&2
+    FAILED=1
+fi
+if [ "$FAILED" != 0 ] || [ "${E2E_KEEP:-0}" = 1 ]; then
+    E2E_KEEP=1
+    log "logs: $tests_log $daemon_log"
+fi
+e2e_secs=$(($(date +%s) - te))
+
+what="CRI-O $CRIO_VERSION (NRI $nri_version)"
+[ "$flavor" = nri-rs ] && what+=" with nri-rs $NRI_RS_VERSION" || what+=" stock"
+suffix=
+[ "$flavor" = stock ] && suffix=-stock
+echo "$what: NRI tests (test/nri):"
+echo "e2e-crio$suffix: $PASSED passed, $FAILED failed, $SKIPPED skipped"
+log "times: build ${build_secs}s, e2e ${e2e_secs}s, total $(($(date +%s) - t0))s"
+[ "$FAILED" = 0 ]
