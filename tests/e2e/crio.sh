@@ -212,7 +212,7 @@ expected=$W/tests.expected
 log "running $(wc -l <"$expected") tests: $(tr '\n' ' ' <"$expected")"
 set +e
 (cd "$W" && timeout 900 "$bin/nri.test" -test.v -test.count=1 -test.run "$TESTS" -test.timeout 14m \
-    --crio-socket="$W/crio.sock" --nri-socket="$NRI_SOCKET" --cgroup-manager=cgroupfs) >"$tests_log" 2>&1
+    --crio-socket="unix://$W/crio.sock" --nri-socket="$NRI_SOCKET" --cgroup-manager=cgroupfs) >"$tests_log" 2>&1
 tests_rc=$?
 set -e
 [ "${E2E_VERBOSE:-0}" = 1 ] && cat "$tests_log" >&2
