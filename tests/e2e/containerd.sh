@@ -38,25 +38,13 @@ PAUSE_IMAGE=registry.k8s.io/pause:3.10.2
 PKG=github.com/containerd/containerd/v2
 
 t0=$(date +%s)
-need_root
-need_cmd go "golang (Go 1.26+)"
-need_cmd cargo "rust (rustup)"
-need_cmd gcc gcc
-need_static_libc
-need_cmd runc runc
-need_cmd busybox busybox-static
-need_file /usr/lib/cni/bridge containernetworking-plugins
-need_file /usr/lib/cni/host-local containernetworking-plugins
-need_file /usr/lib/cni/loopback containernetworking-plugins
-need_cmd pkill procps
+need_common
+need_cmd pkill procps        # the restart tests kill the daemon by name
 need_cmd pidof sysvinit-utils
-need_cmd ip iproute2
-need_cgroups
 grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
     die "the kernel has no overlay filesystem (containerd's overlayfs snapshotter needs it)"
 
 e2e_trap
-flavor=$(flavor)
 
 # --- sources and builds --------------------------------------------------------
 src=$(prepare_source containerd "$PKG" "$CONTAINERD_VERSION")
@@ -72,26 +60,18 @@ ld="-X $PKG/version.Version=$CONTAINERD_VERSION -X $PKG/version.Revision=nri-rs-
 build_containerd() {
     local bin=$1
     cd "$src"
-    nice -n 10 go build -buildmode=pie -tags urfave_cli_no_docs -ldflags "$ld" "${overlay_flag[@]}" \
+    nice -n 10 go build -buildmode=pie -tags urfave_cli_no_docs -ldflags "$ld" "${OVERLAY_FLAG[@]}" \
         -o "$bin/$DAEMON" ./cmd/containerd
     nice -n 10 go build -buildmode=pie -tags urfave_cli_no_docs -ldflags "$ld" -o "$bin/ctr" ./cmd/ctr
     CGO_ENABLED=0 nice -n 10 go build -tags "urfave_cli_no_docs no_grpc" \
         -ldflags "$ld -extldflags -static" -o "$bin/containerd-shim-runc-v2" ./cmd/containerd-shim-runc-v2
-    nice -n 10 go test -c "${overlay_flag[@]}" -o "$bin/cri-integration.test" ./integration
+    nice -n 10 go test -c "${OVERLAY_FLAG[@]}" -o "$bin/cri-integration.test" ./integration
 }
 
-overlay_flag=()
-if [ "$flavor" = nri-rs ]; then
-    nri_rs_env
-    overlay=$E2E_BUILD/overlay-containerd-$CONTAINERD_VERSION.json
-    write_overlay "$src" "$nri_version" "$overlay"
-    overlay_flag=(-overlay "$overlay")
-else
-    stock_env
-fi
-bin=$E2E_BUILD/bin/containerd-$CONTAINERD_VERSION-$flavor
-build_cached "$bin" build_containerd "$CONTAINERD_VERSION $ld ${overlay_flag[*]}"
-if [ "$flavor" = nri-rs ]; then
+setup_flavor "containerd-$CONTAINERD_VERSION" "$src" "$nri_version"
+bin=$E2E_BUILD/bin/containerd-$CONTAINERD_VERSION-$(flavor)
+build_cached "$bin" build_containerd "$CONTAINERD_VERSION $ld ${OVERLAY_FLAG[*]}"
+if [ "$(flavor)" = nri-rs ]; then
     # The swap must be real: the daemon links the Rust core.
     [ "$(go tool nm "$bin/$DAEMON" | grep -c ' nri_adaptation_new$')" != 0 ] ||
         die "$bin/$DAEMON does not link nri_adaptation_new: the overlay was not applied"
@@ -102,9 +82,9 @@ build_secs=$BUILD_SECS
 tu=$(date +%s)
 unit_log=$(mktemp)
 on_exit_do rm -f "$unit_log"
-log "running containerd's unit tests of internal/nri and internal/cri/nri ($flavor)"
+log "running containerd's unit tests of internal/nri and internal/cri/nri ($(flavor))"
 set +e
-(cd "$src" && nice -n 10 go test -count=1 -v "${overlay_flag[@]}" ./internal/nri/... ./internal/cri/nri/...) >"$unit_log" 2>&1
+(cd "$src" && nice -n 10 go test -count=1 -v "${OVERLAY_FLAG[@]}" ./internal/nri/... ./internal/cri/nri/...) >"$unit_log" 2>&1
 unit_rc=$?
 set -e
 grep -E '^(ok|FAIL|---|panic)' "$unit_log" | grep -vE '^--- PASS' | sed 's/^/e2e:   /' >&2 || true
@@ -119,38 +99,11 @@ unit_secs=$(($(date +%s) - tu))
 
 # --- run containerd -------------------------------------------------------------
 te=$(date +%s)
-claim_nri_socket "$NRI_SOCKET"
-del_link "$BRIDGE" # left by an interrupted run
-on_exit_do del_link "$BRIDGE"
-new_workdir nrirs-containerd
+begin_run nrirs-containerd "$NRI_SOCKET" "$BRIDGE"
 W=$E2E_WORK
-mkdir -p "$W/cni" "$W/images" "$W/nri/plugins" "$W/nri/conf.d" "$W/opt"
-
-busybox_rootfs "$W/images/busybox"
-pause_rootfs "$W/images/pause"
-oci_archive "$W/images/busybox.tar" "$BUSYBOX_IMAGE" "$W/images/busybox" /bin/sh
-oci_archive "$W/images/pause.tar" "$PAUSE_IMAGE" "$W/images/pause" /pause
-
-cat >"$W/cni/10-nrirs-e2e.conflist" <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "nrirs-e2e",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$BRIDGE",
-      "isGateway": false,
-      "ipMasq": false,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{"subnet": "$SUBNET"}]],
-        "dataDir": "$W/cni-ipam"
-      }
-    },
-    {"type": "loopback"}
-  ]
-}
-EOF
+mkdir -p "$W/opt"
+test_images "$BUSYBOX_IMAGE" "$PAUSE_IMAGE"
+cni_config "$BRIDGE" "$SUBNET"
 
 # containerd v2.4's own format (version 4, `containerd config default`).
 cat >"$W/config.toml" <<EOF
@@ -204,53 +157,25 @@ imports = []
 EOF
 
 daemon_log=$W/containerd.log
-: >"$daemon_log"
-log "starting $DAEMON ($flavor) in $W"
-PATH=$bin:$PATH supervise "$daemon_log" "$bin/$DAEMON" --config "$W/config.toml"
-wait_for 60 "containerd" "$bin/ctr" -a "$W/containerd.sock" version ||
-    { tail -40 "$daemon_log" >&2; die "containerd did not come up"; }
-wait_for 30 "the NRI socket" test -S "$NRI_SOCKET" ||
-    { tail -40 "$daemon_log" >&2; die "containerd did not open the NRI socket $NRI_SOCKET"; }
-check_startup_line "$daemon_log" containerd
+export PATH=$bin:$PATH # the shim, for containerd; pkill and pidof for the tests
+start_daemon containerd "$daemon_log" "$NRI_SOCKET" "$bin/ctr" -a "$W/containerd.sock" version -- \
+    "$bin/$DAEMON" --config "$W/config.toml"
 
 for img in busybox pause; do
     "$bin/ctr" -a "$W/containerd.sock" -n k8s.io images import --all-platforms "$W/images/$img.tar" >/dev/null ||
         die "importing the $img test image failed"
 done
 
-tests_log=$W/tests.log
-expected=$W/tests.expected
-# (its TestMain connects to the daemon even to list tests)
-"$bin/cri-integration.test" -test.list "$TESTS" --cri-endpoint="unix://$W/containerd.sock" \
-    >"$expected" 2>"$W/tests.list.log" || { cat "$W/tests.list.log" >&2; die "listing the integration tests failed"; }
-[ -s "$expected" ] || die "the integration test binary lists no test matching $TESTS"
-log "running $(wc -l <"$expected") tests: $(tr '\n' ' ' <"$expected")"
-set +e
-(cd "$W" && PATH=$bin:$PATH timeout 900 "$bin/cri-integration.test" -test.v -test.count=1 \
-    -test.run "$TESTS" -test.timeout 14m \
-    --cri-endpoint="unix://$W/containerd.sock" --containerd-bin="$DAEMON") >"$tests_log" 2>&1
-tests_rc=$?
-set -e
-[ "${E2E_VERBOSE:-0}" = 1 ] && cat "$tests_log" >&2
-count_results "$tests_log" "$expected"
-if [ "$tests_rc" -ne 0 ] && [ "$FAILED" = 0 ]; then
-    tail -40 "$tests_log" >&2
-    FAILED=1
-fi
+# (its TestMain connects to the daemon, even to list the tests)
+run_tests "$bin/cri-integration.test" "$TESTS" \
+    --cri-endpoint="unix://$W/containerd.sock" --containerd-bin="$DAEMON"
 restarts=$(grep -c '^--- supervisor: daemon exited' "$daemon_log" || true)
-if [ "$FAILED" != 0 ] || [ "${E2E_KEEP:-0}" = 1 ]; then
-    E2E_KEEP=1
-    log "logs: $tests_log $daemon_log"
-fi
 e2e_secs=$(($(date +%s) - te))
 
-what="containerd $CONTAINERD_VERSION (NRI $nri_version)"
-[ "$flavor" = nri-rs ] && what+=" with nri-rs $NRI_RS_VERSION" || what+=" stock"
-suffix=
-[ "$flavor" = stock ] && suffix=-stock
-echo "$what: unit tests of internal/nri, internal/cri/nri:"
-echo "containerd-unit$suffix: $unit_passed passed, $unit_failed failed, $unit_skipped skipped"
+what=$(label "containerd $CONTAINERD_VERSION" "$nri_version")
+echo "$what: unit tests of internal/nri, internal/cri/nri (tests and subtests):"
+echo "$(result_name containerd-unit): $unit_passed passed, $unit_failed failed, $unit_skipped skipped"
 echo "$what: NRI integration tests (daemon restarted $restarts times by the supervisor):"
-echo "e2e-containerd$suffix: $PASSED passed, $FAILED failed, $SKIPPED skipped"
+echo "$(result_name e2e-containerd): $PASSED passed, $FAILED failed, $SKIPPED skipped"
 log "times: build ${build_secs}s, unit ${unit_secs}s, e2e ${e2e_secs}s, total $(($(date +%s) - t0))s"
 [ "$FAILED" = 0 ] && [ "$unit_failed" = 0 ]

@@ -39,24 +39,12 @@ PKG=github.com/cri-o/cri-o
 BUILDTAGS="containers_image_ostree_stub exclude_graphdriver_btrfs btrfs_noversion containers_image_openpgp"
 
 t0=$(date +%s)
-need_root
-need_cmd go "golang (Go 1.26+)"
-need_cmd cargo "rust (rustup)"
-need_cmd gcc gcc
-need_cmd make make
-need_static_libc
-need_cmd runc runc
+need_common
+need_cmd make make # pinns
 need_cmd conmon conmon
 need_cmd skopeo skopeo
-need_cmd busybox busybox-static
-need_file /usr/lib/cni/bridge containernetworking-plugins
-need_file /usr/lib/cni/host-local containernetworking-plugins
-need_file /usr/lib/cni/loopback containernetworking-plugins
-need_cmd ip iproute2
-need_cgroups
 
 e2e_trap
-flavor=$(flavor)
 
 # --- sources and builds --------------------------------------------------------
 raise_nri() {
@@ -75,24 +63,16 @@ ld="-X $PKG/internal/version.buildCommit=nri-rs-e2e"
 build_crio() {
     local bin=$1
     cd "$src"
-    nice -n 10 go build -trimpath -ldflags "$ld" -tags "$BUILDTAGS" "${overlay_flag[@]}" -o "$bin/crio" ./cmd/crio
-    nice -n 10 go test -trimpath -ldflags "$ld" -tags "test $BUILDTAGS" "${overlay_flag[@]}" -c -o "$bin/nri.test" ./test/nri
+    nice -n 10 go build -trimpath -ldflags "$ld" -tags "$BUILDTAGS" "${OVERLAY_FLAG[@]}" -o "$bin/crio" ./cmd/crio
+    nice -n 10 go test -trimpath -ldflags "$ld" -tags "test $BUILDTAGS" "${OVERLAY_FLAG[@]}" -c -o "$bin/nri.test" ./test/nri
     nice -n 10 make -s -C pinns >/dev/null
     cp bin/pinns "$bin/pinns"
 }
 
-overlay_flag=()
-if [ "$flavor" = nri-rs ]; then
-    nri_rs_env
-    overlay=$E2E_BUILD/overlay-crio-$CRIO_VERSION.json
-    write_overlay "$src" "$nri_version" "$overlay"
-    overlay_flag=(-overlay "$overlay")
-else
-    stock_env
-fi
-bin=$E2E_BUILD/bin/crio-$CRIO_VERSION-$flavor
-build_cached "$bin" build_crio "$CRIO_VERSION $nri_version $ld $BUILDTAGS ${overlay_flag[*]}"
-if [ "$flavor" = nri-rs ]; then
+setup_flavor "crio-$CRIO_VERSION" "$src" "$nri_version"
+bin=$E2E_BUILD/bin/crio-$CRIO_VERSION-$(flavor)
+build_cached "$bin" build_crio "$CRIO_VERSION $nri_version $ld $BUILDTAGS ${OVERLAY_FLAG[*]}"
+if [ "$(flavor)" = nri-rs ]; then
     grep -qaF 'runtime interface created (nri-rs' "$bin/crio" ||
         die "$bin/crio does not contain go/adaptation: the overlay was not applied"
 fi
@@ -100,18 +80,11 @@ build_secs=$BUILD_SECS
 
 # --- run CRI-O ------------------------------------------------------------------
 te=$(date +%s)
-claim_nri_socket "$NRI_SOCKET"
-del_link "$BRIDGE" # left by an interrupted run
-on_exit_do del_link "$BRIDGE"
-new_workdir nrirs-crio
+begin_run nrirs-crio "$NRI_SOCKET" "$BRIDGE"
 W=$E2E_WORK
-mkdir -p "$W/cni" "$W/images" "$W/nri/plugins" "$W/nri/conf.d" "$W/crio.conf.d" "$W/hooks" "$W/log"
+mkdir -p "$W/crio.conf.d" "$W/hooks" "$W/log"
 storage="vfs@$W/storage+$W/run"
-
-busybox_rootfs "$W/images/busybox"
-pause_rootfs "$W/images/pause"
-oci_archive "$W/images/busybox.tar" "$BUSYBOX_IMAGE" "$W/images/busybox" /bin/sh
-oci_archive "$W/images/pause.tar" "$PAUSE_IMAGE" "$W/images/pause" /pause
+test_images "$BUSYBOX_IMAGE" "$PAUSE_IMAGE"
 printf '{"default":[{"type":"insecureAcceptAnything"}]}\n' >"$W/policy.json"
 for img in busybox:"$BUSYBOX_IMAGE" pause:"$PAUSE_IMAGE"; do
     skopeo --policy "$W/policy.json" copy -q "oci-archive:$W/images/${img%%:*}.tar" \
@@ -119,26 +92,7 @@ for img in busybox:"$BUSYBOX_IMAGE" pause:"$PAUSE_IMAGE"; do
         die "copying the ${img%%:*} test image into CRI-O's storage failed"
 done
 
-cat >"$W/cni/10-nrirs-e2e.conflist" <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "nrirs-e2e",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$BRIDGE",
-      "isGateway": false,
-      "ipMasq": false,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{"subnet": "$SUBNET"}]],
-        "dataDir": "$W/cni-ipam"
-      }
-    },
-    {"type": "loopback"}
-  ]
-}
-EOF
+cni_config "$BRIDGE" "$SUBNET"
 
 cat >"$W/crio.conf" <<EOF
 [crio]
@@ -195,43 +149,14 @@ EOF
 : >"$W/mounts.conf"
 
 daemon_log=$W/crio.log
-: >"$daemon_log"
-log "starting crio ($flavor) in $W"
-supervise "$daemon_log" "$bin/crio" --config "$W/crio.conf" --config-dir "$W/crio.conf.d" --log-level info
-wait_for 60 "CRI-O" test -S "$W/crio.sock" ||
-    { tail -40 "$daemon_log" >&2; die "CRI-O did not come up"; }
-wait_for 30 "the NRI socket" test -S "$NRI_SOCKET" ||
-    { tail -40 "$daemon_log" >&2; die "CRI-O did not open the NRI socket $NRI_SOCKET"; }
-check_startup_line "$daemon_log" CRI-O
+start_daemon CRI-O "$daemon_log" "$NRI_SOCKET" test -S "$W/crio.sock" -- \
+    "$bin/crio" --config "$W/crio.conf" --config-dir "$W/crio.conf.d" --log-level info
 
-tests_log=$W/tests.log
-expected=$W/tests.expected
-"$bin/nri.test" -test.list "$TESTS" >"$expected" 2>"$W/tests.list.log" ||
-    { cat "$W/tests.list.log" >&2; die "listing the test/nri tests failed"; }
-[ -s "$expected" ] || die "the test/nri binary lists no test"
-log "running $(wc -l <"$expected") tests: $(tr '\n' ' ' <"$expected")"
-set +e
-(cd "$W" && timeout 900 "$bin/nri.test" -test.v -test.count=1 -test.run "$TESTS" -test.timeout 14m \
-    --crio-socket="unix://$W/crio.sock" --nri-socket="$NRI_SOCKET" --cgroup-manager=cgroupfs) >"$tests_log" 2>&1
-tests_rc=$?
-set -e
-[ "${E2E_VERBOSE:-0}" = 1 ] && cat "$tests_log" >&2
-count_results "$tests_log" "$expected"
-if [ "$tests_rc" -ne 0 ] && [ "$FAILED" = 0 ]; then
-    tail -40 "$tests_log" >&2
-    FAILED=1
-fi
-if [ "$FAILED" != 0 ] || [ "${E2E_KEEP:-0}" = 1 ]; then
-    E2E_KEEP=1
-    log "logs: $tests_log $daemon_log"
-fi
+run_tests "$bin/nri.test" "$TESTS" \
+    --crio-socket="unix://$W/crio.sock" --nri-socket="$NRI_SOCKET" --cgroup-manager=cgroupfs
 e2e_secs=$(($(date +%s) - te))
 
-what="CRI-O $CRIO_VERSION (NRI $nri_version)"
-[ "$flavor" = nri-rs ] && what+=" with nri-rs $NRI_RS_VERSION" || what+=" stock"
-suffix=
-[ "$flavor" = stock ] && suffix=-stock
-echo "$what: NRI tests (test/nri):"
-echo "e2e-crio$suffix: $PASSED passed, $FAILED failed, $SKIPPED skipped"
+echo "$(label "CRI-O $CRIO_VERSION" "$nri_version"): NRI tests (test/nri):"
+echo "$(result_name e2e-crio): $PASSED passed, $FAILED failed, $SKIPPED skipped"
 log "times: build ${build_secs}s, e2e ${e2e_secs}s, total $(($(date +%s) - t0))s"
 [ "$FAILED" = 0 ]

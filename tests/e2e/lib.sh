@@ -54,6 +54,24 @@ need_cgroups() {
         die "no cgroup filesystem at /sys/fs/cgroup: containers cannot run here"
 }
 
+# need_common: what both runs need (root, toolchains, runc, busybox, CNI
+# plugins, ip, cgroups).
+need_common() {
+    need_root
+    need_cmd go "golang (Go 1.26+)"
+    need_cmd cargo "rust (rustup)"
+    need_cmd gcc gcc
+    need_static_libc
+    need_cmd runc runc
+    need_cmd busybox busybox-static
+    local p
+    for p in bridge host-local loopback; do
+        need_file "/usr/lib/cni/$p" containernetworking-plugins
+    done
+    need_cmd ip iproute2
+    need_cgroups
+}
+
 # The NRI socket path is fixed by the runtimes' tests. Refuse to run over a
 # socket something else still listens on; remove a stale one.
 claim_nri_socket() {
@@ -256,9 +274,29 @@ stock_env() {
 # flavor: what this run builds and tests.
 flavor() { if [ "$E2E_STOCK" = 1 ]; then echo stock; else echo nri-rs; fi; }
 
-# write_overlay SRC NRI_VERSION OUT: the overlay for SRC's vendored pkg/adaptation.
-write_overlay() {
-    "$E2E_HERE/overlay.sh" "$1/vendor/github.com/containerd/nri/pkg/adaptation" "$2" "$3"
+# setup_flavor NAME SRC NRI_VERSION: for the nri-rs flavor, the staticlib, cgo
+# flags and the overlay over SRC's vendored pkg/adaptation, in OVERLAY_FLAG
+# (the go flag to pass); for the stock flavor, no cgo flags and no overlay.
+setup_flavor() {
+    local overlay=$E2E_BUILD/overlay-$1.json
+    OVERLAY_FLAG=()
+    if [ "$(flavor)" = stock ]; then
+        stock_env
+        return
+    fi
+    nri_rs_env
+    "$E2E_HERE/overlay.sh" "$2/vendor/github.com/containerd/nri/pkg/adaptation" "$3" "$overlay"
+    OVERLAY_FLAG=(-overlay "$overlay")
+}
+
+# label RUNTIME NRI_VERSION: "containerd v2.4.2 (NRI v0.12.3) with nri-rs 0.1.0" or "... stock".
+label() {
+    if [ "$(flavor)" = stock ]; then echo "$1 (NRI $2) stock"; else echo "$1 (NRI $2) with nri-rs $NRI_RS_VERSION"; fi
+}
+
+# result_name NAME: NAME, or NAME-stock for the stock flavor.
+result_name() {
+    if [ "$(flavor)" = stock ]; then echo "$1-stock"; else echo "$1"; fi
 }
 
 # build_cached BIN FUNC DESCRIPTION: runs `FUNC BIN` (in a subshell) unless
@@ -350,6 +388,51 @@ oci_archive() {
     rm -rf "$d"
 }
 
+# test_images BUSYBOX_NAME PAUSE_NAME: $E2E_WORK/images/busybox.tar and pause.tar.
+test_images() {
+    local d=$E2E_WORK/images
+    busybox_rootfs "$d/busybox"
+    pause_rootfs "$d/pause"
+    oci_archive "$d/busybox.tar" "$1" "$d/busybox" /bin/sh
+    oci_archive "$d/pause.tar" "$2" "$d/pause" /pause
+}
+
+# cni_config BRIDGE SUBNET: $E2E_WORK/cni/10-nrirs-e2e.conflist, a bridge with
+# no gateway and no masquerading (pods get addresses, no route out), its
+# IPAM state in the scratch directory.
+cni_config() {
+    cat >"$E2E_WORK/cni/10-nrirs-e2e.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "nrirs-e2e",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$1",
+      "isGateway": false,
+      "ipMasq": false,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "$2"}]],
+        "dataDir": "$E2E_WORK/cni-ipam"
+      }
+    },
+    {"type": "loopback"}
+  ]
+}
+EOF
+}
+
+# begin_run PREFIX NRI_SOCKET BRIDGE: claims the NRI socket and the bridge
+# name, makes the scratch directory ($E2E_WORK) with cni/, images/, nri/.
+begin_run() {
+    claim_nri_socket "$2"
+    del_link "$3" # left by an interrupted run
+    on_exit_do del_link "$3"
+    new_workdir "$1"
+    mkdir -p "$E2E_WORK/cni" "$E2E_WORK/images" "$E2E_WORK/nri/plugins" "$E2E_WORK/nri/conf.d"
+}
+
 # --- the daemon ---------------------------------------------------------------
 
 # supervise LOG CMD...: runs CMD, restarting it a second after it exits, until
@@ -416,6 +499,27 @@ check_startup_line() {
     fi
 }
 
+# start_daemon NAME LOG NRI_SOCKET READY_CMD -- CMD...: CMD under the
+# supervisor; waits until READY_CMD succeeds and the NRI socket exists,
+# then checks the start-up line.
+start_daemon() {
+    local name=$1 logf=$2 sock=$3 ready=()
+    shift 3
+    while [ "$1" != -- ]; do
+        ready+=("$1")
+        shift
+    done
+    shift
+    : >"$logf"
+    log "starting $name ($(flavor)) in $E2E_WORK"
+    supervise "$logf" "$@"
+    wait_for 60 "$name" "${ready[@]}" ||
+        { tail -40 "$logf" >&2; die "$name did not come up"; }
+    wait_for 30 "the NRI socket" test -S "$sock" ||
+        { tail -40 "$logf" >&2; die "$name did not open the NRI socket $sock"; }
+    check_startup_line "$logf" "$name"
+}
+
 # --- results -------------------------------------------------------------------
 
 # count_results LOG EXPECTED: counts top-level tests of a `-test.v` log.
@@ -436,4 +540,32 @@ count_results() {
     grep -E '^--- FAIL: ' "$logf" | sed 's/^/e2e:   /' >&2 || true
     # go test -v prints a test's log (the skip reason last) before its result.
     grep -B1 -E '^--- SKIP: ' "$logf" | grep -vE '^--$' | sed 's/^ */e2e:   /' >&2 || true
+}
+
+# run_tests BIN REGEXP ARGS...: lists, then runs, the tests of the Go test
+# binary BIN matching REGEXP (ARGS go to both), in $E2E_WORK, with a 15
+# minute limit; counts them (count_results). Keeps the scratch directory's
+# logs when a test failed.
+run_tests() {
+    local bin=$1 re=$2 rc
+    shift 2
+    local logf=$E2E_WORK/tests.log expected=$E2E_WORK/tests.expected
+    "$bin" -test.list "$re" "$@" >"$expected" 2>"$E2E_WORK/tests.list.log" ||
+        { cat "$E2E_WORK/tests.list.log" >&2; die "listing the tests of $(basename "$bin") failed"; }
+    [ -s "$expected" ] || die "$(basename "$bin") has no test matching $re"
+    log "running $(wc -l <"$expected") tests: $(tr '\n' ' ' <"$expected")"
+    set +e
+    (cd "$E2E_WORK" && timeout 900 "$bin" -test.v -test.count=1 -test.run "$re" -test.timeout 14m "$@") >"$logf" 2>&1
+    rc=$?
+    set -e
+    [ "${E2E_VERBOSE:-0}" = 1 ] && cat "$logf" >&2
+    count_results "$logf" "$expected"
+    if [ "$rc" -ne 0 ] && [ "$FAILED" = 0 ]; then
+        tail -40 "$logf" >&2
+        FAILED=1
+    fi
+    if [ "$FAILED" != 0 ]; then
+        E2E_KEEP=1
+    fi
+    [ "${E2E_KEEP:-0}" = 1 ] && log "logs: $E2E_WORK" || true
 }
