@@ -162,10 +162,17 @@ start_daemon containerd "$daemon_log" "$NRI_SOCKET" "$bin/ctr" -a "$W/containerd
     "$bin/$DAEMON" --config "$W/config.toml"
 
 for img in busybox pause; do
-    "$bin/ctr" -a "$W/containerd.sock" -n k8s.io images import --all-platforms "$W/images/$img.tar" >/dev/null ||
-        die "importing the $img test image failed"
+    "$bin/ctr" -a "$W/containerd.sock" -n k8s.io images import --all-platforms "$W/images/$img.tar" \
+        >"$W/ctr-import.log" 2>&1 || { cat "$W/ctr-import.log" >&2; die "importing the $img test image failed"; }
 done
 
+# TestNriLinuxCpusetAdjustmentUpdate is racy upstream, whatever the NRI
+# core: its container rewrites /out/result every 0.2 s (the loop assigns
+# cpus="$prev" where it means prev="$cpus", so the "changed" check never
+# holds), and the test reads the file once; a read between the shell's
+# truncate and write sees "" ('expected "Cpus_allowed_list:\t1\n", actual
+# ""'). Seen once in about ten runs here. It gets one retry, reported.
+E2E_RETRY_ONCE=TestNriLinuxCpusetAdjustmentUpdate
 # (its TestMain connects to the daemon, even to list the tests)
 run_tests "$bin/cri-integration.test" "$TESTS" \
     --cri-endpoint="unix://$W/containerd.sock" --containerd-bin="$DAEMON"
@@ -176,6 +183,7 @@ what=$(label "containerd $CONTAINERD_VERSION" "$nri_version")
 echo "$what: unit tests of internal/nri, internal/cri/nri (tests and subtests):"
 echo "$(result_name containerd-unit): $unit_passed passed, $unit_failed failed, $unit_skipped skipped"
 echo "$what: NRI integration tests (daemon restarted $restarts times by the supervisor):"
+[ -z "$RETRIED" ] || echo "(passed on a retry: $RETRIED)"
 echo "$(result_name e2e-containerd): $PASSED passed, $FAILED failed, $SKIPPED skipped"
 log "times: build ${build_secs}s, unit ${unit_secs}s, e2e ${e2e_secs}s, total $(($(date +%s) - t0))s"
 [ "$FAILED" = 0 ] && [ "$unit_failed" = 0 ]

@@ -69,6 +69,7 @@ need_common() {
         need_file "/usr/lib/cni/$p" containernetworking-plugins
     done
     need_cmd ip iproute2
+    need_cmd pgrep procps
     need_cgroups
 }
 
@@ -435,8 +436,13 @@ begin_run() {
 
 # --- the daemon ---------------------------------------------------------------
 
-# supervise LOG CMD...: runs CMD, restarting it a second after it exits, until
-# stop_supervisor. Some upstream tests kill the daemon and expect it back.
+# supervise LOG CMD...: runs CMD, restarting it $E2E_RESTART_WAIT seconds
+# after it exits, until stop_supervisor. containerd's restart tests kill the
+# daemon, poll `pidof` once a second until it is gone, then wait up to 30 s
+# for it to be back: a restart within a second can be missed (the test then
+# fails with "wait for containerd to be killed"). containerd's CI waits 10 s
+# (RESTART_WAIT_PERIOD in script/test/utils.sh), and so does this.
+E2E_RESTART_WAIT=${E2E_RESTART_WAIT:-10}
 supervise() {
     local logf=$1
     shift
@@ -445,10 +451,10 @@ supervise() {
         trap '' INT
         while [ ! -e "$E2E_WORK/supervisor.stop" ]; do
             "$@" >>"$logf" 2>&1 &
-            echo $! >"$E2E_WORK/daemon.pid"
             wait $! || true
-            echo "--- supervisor: daemon exited, restarting in 1s ---" >>"$logf"
-            sleep 1
+            echo "--- supervisor: daemon exited, restarting in ${E2E_RESTART_WAIT}s ---" >>"$logf"
+            sleep "$E2E_RESTART_WAIT" &
+            wait $! || true
         done
     ) &
     E2E_SUPERVISOR=$!
@@ -456,20 +462,22 @@ supervise() {
 }
 
 stop_supervisor() {
-    local pid i
-    [ -n "${E2E_SUPERVISOR:-}" ] || return 0
+    local sup=${E2E_SUPERVISOR:-} kids k i
+    [ -n "$sup" ] || return 0
     touch "$E2E_WORK/supervisor.stop"
-    pid=$(cat "$E2E_WORK/daemon.pid" 2>/dev/null || true)
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        for i in $(seq 1 40); do
-            kill -0 "$pid" 2>/dev/null || break
-            sleep 0.25
-        done
-        kill -KILL "$pid" 2>/dev/null || true
-    fi
-    kill -KILL "$E2E_SUPERVISOR" 2>/dev/null || true
-    wait "$E2E_SUPERVISOR" 2>/dev/null || true
+    # Freeze the loop so it starts nothing new, then stop its children (the
+    # daemon, or the sleep before a restart): TERM, and KILL after 10 s.
+    kill -STOP "$sup" 2>/dev/null || true
+    kids=$(pgrep -P "$sup" || true)
+    for k in $kids; do kill -TERM "$k" 2>/dev/null || true; done
+    for i in $(seq 1 40); do
+        for k in $kids; do kill -0 "$k" 2>/dev/null && break; k=; done
+        [ -z "$k" ] && break
+        sleep 0.25
+    done
+    for k in $kids; do kill -KILL "$k" 2>/dev/null || true; done
+    kill -KILL "$sup" 2>/dev/null || true
+    wait "$sup" 2>/dev/null || true
     E2E_SUPERVISOR=
 }
 
@@ -544,28 +552,55 @@ count_results() {
 
 # run_tests BIN REGEXP ARGS...: lists, then runs, the tests of the Go test
 # binary BIN matching REGEXP (ARGS go to both), in $E2E_WORK, with a 15
-# minute limit; counts them (count_results). Keeps the scratch directory's
-# logs when a test failed.
+# minute limit; counts them (count_results). A failed test named in
+# E2E_RETRY_ONCE (a known-racy upstream test, see the caller) runs once more
+# on its own; passing then, it counts as passed and the retry is reported
+# (RETRIED). Keeps the scratch directory's logs when a test failed.
 run_tests() {
-    local bin=$1 re=$2 rc
+    local bin=$1 re=$2 rc t
     shift 2
     local logf=$E2E_WORK/tests.log expected=$E2E_WORK/tests.expected
+    RETRIED=
     "$bin" -test.list "$re" "$@" >"$expected" 2>"$E2E_WORK/tests.list.log" ||
         { cat "$E2E_WORK/tests.list.log" >&2; die "listing the tests of $(basename "$bin") failed"; }
     [ -s "$expected" ] || die "$(basename "$bin") has no test matching $re"
     log "running $(wc -l <"$expected") tests: $(tr '\n' ' ' <"$expected")"
-    set +e
-    (cd "$E2E_WORK" && timeout 900 "$bin" -test.v -test.count=1 -test.run "$re" -test.timeout 14m "$@") >"$logf" 2>&1
-    rc=$?
-    set -e
-    [ "${E2E_VERBOSE:-0}" = 1 ] && cat "$logf" >&2
+    rc=0
+    go_test_binary "$bin" "$re" "$logf" "$@" || rc=$?
     count_results "$logf" "$expected"
     if [ "$rc" -ne 0 ] && [ "$FAILED" = 0 ]; then
         tail -40 "$logf" >&2
         FAILED=1
     fi
-    if [ "$FAILED" != 0 ]; then
+    for t in ${E2E_RETRY_ONCE:-}; do
+        grep -qE "^--- FAIL: $t " "$logf" || continue
+        log "$t failed; it is a known-racy upstream test: running it once more"
+        if go_test_binary "$bin" "^$t\$" "$E2E_WORK/tests.retry-$t.log" "$@" &&
+            grep -qE "^--- PASS: $t " "$E2E_WORK/tests.retry-$t.log"; then
+            FAILED=$((FAILED - 1))
+            PASSED=$((PASSED + 1))
+            RETRIED+="${RETRIED:+, }$t"
+            log "$t passed on its retry"
+        fi
+    done
+    if [ "$FAILED" != 0 ] || [ -n "$RETRIED" ]; then
         E2E_KEEP=1
     fi
     [ "${E2E_KEEP:-0}" = 1 ] && log "logs: $E2E_WORK" || true
+}
+
+# go_test_binary BIN REGEXP LOG ARGS...: one run of a Go test binary, its
+# exit status returned. In the background, so that a signal to this script
+# runs its exit trap (teardown) at once rather than after the tests.
+go_test_binary() {
+    local bin=$1 re=$2 logf=$3 rc
+    shift 3
+    set +e
+    (cd "$E2E_WORK" && exec timeout 900 "$bin" -test.v -test.count=1 -test.run "$re" -test.timeout 14m "$@") \
+        >"$logf" 2>&1 &
+    wait $!
+    rc=$?
+    set -e
+    [ "${E2E_VERBOSE:-0}" = 1 ] && cat "$logf" >&2
+    return "$rc"
 }
