@@ -27,6 +27,9 @@ CRIO_VERSION=${CRIO_VERSION:-v1.36.3}
 CRIO_NRI_VERSION=${CRIO_NRI_VERSION:-v0.12.0}
 NRI_SOCKET=/var/run/nri-test.sock
 BRIDGE=nrirs-e2e1
+# The cgroups CRI-O makes with cgroupfs: the tests' pod parent, the
+# containers' and conmon's (teardown removes those it left, when empty).
+E2E_CGROUP_NAMES='pod_123|crio-(conmon-)?[0-9a-f]{64}|[0-9a-f]{64}'
 SUBNET=10.239.48.0/24
 TESTS='^Test'
 # What test/nri uses: its CI image (busybox suffices: sh, sleep, grep) and

@@ -19,6 +19,8 @@ E2E_STOCK=${E2E_STOCK:-0}
 E2E_WORK=
 E2E_CLEANUPS=()
 E2E_CGROUPS_BEFORE=
+# Names of the cgroups a runtime makes (see teardown_workdir): ids.
+E2E_CGROUP_NAMES='[0-9a-f]{64}'
 
 log() { printf 'e2e: %s\n' "$*" >&2; }
 die() {
@@ -179,10 +181,13 @@ teardown_workdir() {
         [ -z "$(mounts_under "$dir")" ] && break
         sleep 0.5
     done
-    # Cgroups created during the run (pods, containers, their parents).
+    # Empty cgroups the runtime created during the run and left behind:
+    # only those named like its own (E2E_CGROUP_NAMES: container and sandbox
+    # ids, the tests' pod parent). Other software on the machine creates and
+    # removes cgroups of its own meanwhile; those are left alone.
     if [ -f "$E2E_CGROUPS_BEFORE" ]; then
         find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | sort |
-            comm -13 "$E2E_CGROUPS_BEFORE" - | sort -r |
+            comm -13 "$E2E_CGROUPS_BEFORE" - | grep -E "/($E2E_CGROUP_NAMES)\$" | sort -r |
             while read -r m; do rmdir "$m" 2>/dev/null || true; done
         rm -f "$E2E_CGROUPS_BEFORE"
     fi
