@@ -13,7 +13,7 @@ NRI_LIB_DIR ?= $(TARGET_DIR)/debug
 export CGO_CFLAGS  := -I$(CURDIR)/include $(or $(CGO_CFLAGS),-O2 -g)
 export CGO_LDFLAGS := -L$(NRI_LIB_DIR) $(CGO_LDFLAGS)
 
-.PHONY: all build demo demo-go example test test-rust test-go test-c conformance header check-header fmt clean
+.PHONY: all build demo demo-go example test test-rust test-go test-c conformance e2e e2e-containerd e2e-crio header check-header fmt clean
 
 all: build
 
@@ -34,8 +34,9 @@ example: build
 	cd go && $(GO) run ./example -plugin $(NRI_LIB_DIR)/nri-logger
 
 ## test: every test (Rust unit + integration, Go wrapper, wire and interop,
-## upstream's adaptation suite, header, C tests of the ABI)
-test: check-header test-rust test-go conformance test-c
+## upstream's adaptation suite, header, C tests of the ABI, containerd and
+## CRI-O built with nri-rs running their own NRI end-to-end tests)
+test: check-header test-rust test-go conformance test-c e2e
 
 test-rust:
 	$(CARGO) test --workspace
@@ -67,6 +68,17 @@ test-c: build
 ## conformance: upstream's own pkg/adaptation suite against go/adaptation
 conformance: build
 	tests/conformance/run.sh
+
+## e2e: containerd and CRI-O built with nri-rs, running their own NRI e2e tests
+## (root; docs/INTEGRATION.md). E2E_STOCK=1 runs the stock daemons instead.
+E2E_STOCK ?= 0
+e2e: e2e-containerd e2e-crio
+
+e2e-containerd:
+	E2E_STOCK=$(E2E_STOCK) tests/e2e/containerd.sh
+
+e2e-crio:
+	E2E_STOCK=$(E2E_STOCK) tests/e2e/crio.sh
 
 ## header: regenerate include/nri.h with the pinned cbindgen
 header: $(CBINDGEN)
