@@ -72,6 +72,7 @@ need_common() {
     done
     need_cmd ip iproute2
     need_cmd pgrep procps
+    need_cmd flock util-linux
     need_cgroups
 }
 
@@ -429,9 +430,16 @@ cni_config() {
 EOF
 }
 
-# begin_run PREFIX NRI_SOCKET BRIDGE: claims the NRI socket and the bridge
-# name, makes the scratch directory ($E2E_WORK) with cni/, images/, nri/.
+# begin_run PREFIX NRI_SOCKET BRIDGE: waits for any other e2e run on this
+# machine to end (they share the tests' fixed NRI socket), claims the NRI
+# socket and the bridge name, makes the scratch directory ($E2E_WORK) with
+# cni/, images/, nri/.
 begin_run() {
+    exec {E2E_LOCK_FD}>/run/nri-rs-e2e.lock
+    if ! flock -n "$E2E_LOCK_FD"; then
+        log "another nri-rs e2e run is in progress on this machine: waiting for it (at most 20 min)"
+        flock -w 1200 "$E2E_LOCK_FD" || die "another nri-rs e2e run still holds /run/nri-rs-e2e.lock"
+    fi
     claim_nri_socket "$2"
     del_link "$3" # left by an interrupted run
     on_exit_do del_link "$3"
@@ -454,6 +462,7 @@ supervise() {
     rm -f "$E2E_WORK/supervisor.stop"
     (
         trap '' INT
+        exec {E2E_LOCK_FD}>&- # the daemons must not hold the run's lock
         while [ ! -e "$E2E_WORK/supervisor.stop" ]; do
             "$@" >>"$logf" 2>&1 &
             wait $! || true
