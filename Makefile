@@ -8,12 +8,12 @@ TOOLS      := $(CURDIR)/build/tools
 CBINDGEN   := $(TOOLS)/bin/cbindgen
 GO_TEST_FLAGS ?= -count=1
 # The Go wrapper (go/adaptation) links the Rust staticlib through cgo.
-TARGET_DIR ?= $(CURDIR)/target
+TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 NRI_LIB_DIR ?= $(TARGET_DIR)/debug
 export CGO_CFLAGS  := -I$(CURDIR)/include $(or $(CGO_CFLAGS),-O2 -g)
 export CGO_LDFLAGS := -L$(NRI_LIB_DIR) $(CGO_LDFLAGS)
 
-.PHONY: all build demo demo-go example test test-rust test-go conformance header check-header fmt clean
+.PHONY: all build demo demo-go example test test-rust test-go conformance bench bench-run header check-header fmt clean
 
 all: build
 
@@ -44,12 +44,31 @@ test-rust:
 # cgocheck2 checks every pointer that crosses into C.
 test-go: build
 	cd go && $(GO) vet ./...
-	cd go && GOEXPERIMENT=cgocheck2 $(GO) test $(GO_TEST_FLAGS) -race ./...
+	cd go && NRI_BENCH_BIN=$(TARGET_DIR)/debug GOEXPERIMENT=cgocheck2 $(GO) test $(GO_TEST_FLAGS) -race ./...
 	tests/conformance/build-against.sh v0.12.0
 
 ## conformance: upstream's own pkg/adaptation suite against go/adaptation
 conformance: build
 	tests/conformance/run.sh
+
+## bench: upstream Go NRI and nri-rs side by side (go/bench, issue 7): writes
+## docs/performance.json, docs/PERFORMANCE.md and docs/performance.png. Takes
+## a while; run it on an otherwise idle machine. BENCH_FLAGS adds flags
+## (e.g. BENCH_FLAGS="-rounds 2 -ops 500 -v"). `make test` runs a smoke
+## version of it (go/bench/bench_test.go).
+BENCH_DIR := $(CURDIR)/build/bench
+BENCH_FLAGS ?= -v
+bench:
+	$(CARGO) build --release --lib
+	$(CARGO) build --release -p nri-test-tools --bin nri-bench-plugin --bin nri-bench-core
+	$(MAKE) --no-print-directory bench-run NRI_LIB_DIR=$(TARGET_DIR)/release
+
+# The benchmark program links the release staticlib (NRI_LIB_DIR, set by bench).
+bench-run:
+	cd go && CGO_ENABLED=0 $(GO) build -o $(BENCH_DIR)/goplugin ./bench/goplugin
+	cd go && $(GO) build -o $(BENCH_DIR)/nri-bench ./bench
+	$(BENCH_DIR)/nri-bench -bin $(TARGET_DIR)/release -goplugin $(BENCH_DIR)/goplugin \
+	  -out docs/performance.json -doc docs/PERFORMANCE.md -png docs/performance.png $(BENCH_FLAGS)
 
 ## header: regenerate include/nri.h with the pinned cbindgen
 header: $(CBINDGEN)
