@@ -28,6 +28,7 @@ type roundResult struct {
 // pluginSample is one plugin process's footprint in one round.
 type pluginSample struct {
 	IdleRSSKiB    int64   `json:"idle_rss_kib"`
+	IdleAnonKiB   int64   `json:"idle_rss_anon_kib"` // private: not the executable's shared pages
 	BusyRSSKiB    int64   `json:"busy_rss_kib"`
 	PeakRSSKiB    int64   `json:"peak_rss_kib"`
 	CPUusPerEvent float64 `json:"cpu_us_per_event"`
@@ -46,6 +47,7 @@ type configResult struct {
 	RSSGrowthKiB float64 `json:"rss_growth_kib"`
 	// Plugin footprint (medians over plugins and rounds), if any.
 	PluginIdleRSSKiB    float64       `json:"plugin_idle_rss_kib,omitempty"`
+	PluginIdleAnonKiB   float64       `json:"plugin_idle_rss_anon_kib,omitempty"`
 	PluginBusyRSSKiB    float64       `json:"plugin_busy_rss_kib,omitempty"`
 	PluginPeakRSSKiB    float64       `json:"plugin_peak_rss_kib,omitempty"`
 	PluginCPUusPerEvent float64       `json:"plugin_cpu_us_per_event,omitempty"`
@@ -213,6 +215,7 @@ func runEvents(mk func(*requests, *caseDef) op) func(h *harness, c *caseDef, imp
 		for i, p := range plugins {
 			pid := p.pid()
 			idle[i].IdleRSSKiB = statusKiB(fmt.Sprint(pid), "VmRSS")
+			idle[i].IdleAnonKiB = statusKiB(fmt.Sprint(pid), "RssAnon")
 			idle[i].IdleCPUusPerS = float64((procCPU(pid) - idleCPU[i]).Microseconds()) / time.Since(idleStart).Seconds()
 		}
 

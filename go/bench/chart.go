@@ -8,6 +8,7 @@ import (
 	"image/png"
 	"math"
 	"os"
+	"strings"
 
 	"golang.org/x/image/font"
 	"golang.org/x/image/font/basicfont"
@@ -32,6 +33,9 @@ func configLabel(impl, stub string) string {
 	}
 	return impl + " runtime, " + stub + "-stub plugins"
 }
+
+// ascii replaces what the bitmap font lacks.
+func ascii(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "µ", "u"), "×", "x") }
 
 func writeChart(r *results, path string) error {
 	type bar struct {
@@ -71,7 +75,6 @@ func writeChart(r *results, path string) error {
 		top      = 70
 		barH     = 11
 		groupGap = 12
-		lineH    = 13
 	)
 	height := top + 60
 	for _, g := range groups {
@@ -96,9 +99,9 @@ func writeChart(r *results, path string) error {
 	}
 	text := func(px, py int, s string, c color.Color) {
 		d := &font.Drawer{Dst: img, Src: image.NewUniform(c), Face: basicfont.Face7x13, Dot: fixed.P(px, py)}
-		d.DrawString(s)
+		d.DrawString(ascii(s))
 	}
-	textWidth := func(s string) int { return font.MeasureString(basicfont.Face7x13, s).Round() }
+	textWidth := func(s string) int { return font.MeasureString(basicfont.Face7x13, ascii(s)).Round() }
 	fill := func(x0, y0, x1, y1 int, c color.Color) {
 		draw.Draw(img, image.Rect(x0, y0, x1, y1), &image.Uniform{c}, image.Point{}, draw.Src)
 	}
@@ -134,7 +137,7 @@ func writeChart(r *results, path string) error {
 		gy := y + (len(g.bars)*barH)/2 + 4
 		title := g.title
 		for textWidth(title) > left-16 && len(title) > 4 {
-			title = title[:len(title)-4] + "…"
+			title = title[:len(title)-4] + "..."
 		}
 		text(8, gy, title, color.Black)
 		for _, b := range g.bars {
@@ -147,7 +150,6 @@ func writeChart(r *results, path string) error {
 			y += barH
 		}
 		y += groupGap
-		_ = lineH
 	}
 	fill(left, top, left+1, gridBottom, color.Black)
 	text(left, gridBottom+32, "latency per operation", color.Black)

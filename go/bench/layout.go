@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -54,8 +56,14 @@ func (h *harness) runLayout(layout, stub string, plugins, ops, warmup int) (layo
 		return layoutRound{}, err
 	}
 	socket := filepath.Join(dir, "nri.sock")
-	cmd := exec.Command(h.bins.core, "-layout", layout, "-socket", socket, "-plugins", strconv.Itoa(plugins),
-		"-request", reqFile, "-ops", strconv.Itoa(ops), "-warmup", strconv.Itoa(warmup))
+	args := []string{h.bins.core, "-layout", layout, "-socket", socket, "-plugins", strconv.Itoa(plugins),
+		"-request", reqFile, "-ops", strconv.Itoa(ops), "-warmup", strconv.Itoa(warmup)}
+	// For profiling the core alone, e.g.
+	// NRI_BENCH_CORE_WRAPPER="valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p".
+	if w := strings.Fields(os.Getenv("NRI_BENCH_CORE_WRAPPER")); len(w) > 0 {
+		args = append(w, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	stderr := &strings.Builder{}
 	cmd.Stderr = &lockedWriter{w: stderr}
 	out, err := cmd.StdoutPipe()
@@ -65,8 +73,29 @@ func (h *harness) runLayout(layout, stub string, plugins, ops, warmup int) (layo
 	if err := cmd.Start(); err != nil {
 		return layoutRound{}, fmt.Errorf("start nri-bench-core: %w", err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	lines := bufio.NewReader(out)
+	exited := make(chan struct{})
+	var readDone sync.Once
+	startDrain := func() {
+		readDone.Do(func() {
+			go func() {
+				_, _ = io.Copy(io.Discard, lines)
+				_ = cmd.Wait()
+				close(exited)
+			}()
+		})
+	}
+	defer func() {
+		startDrain()
+		// It exits by itself after its result line (a profiler wrapping it
+		// writes its output then); kill it only if it does not.
+		select {
+		case <-exited:
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
 	expect := func(want string) error {
 		l, err := lines.ReadString('\n')
 		if strings.TrimSpace(l) != want {
@@ -106,6 +135,8 @@ func (h *harness) runLayout(layout, stub string, plugins, ops, warmup int) (layo
 	select {
 	case r = <-done:
 	case <-time.After(10 * time.Minute):
+		_ = cmd.Process.Kill()
+		<-done // the reader is done with lines before they are drained
 		return layoutRound{}, fmt.Errorf("nri-bench-core: no result")
 	}
 	var lr layoutRound

@@ -291,7 +291,7 @@ func (h *harness) runCase(c *caseDef, rounds int) caseResult {
 
 // summarize sets a configuration's figures to the medians over its rounds.
 func summarize(c *configResult) {
-	var p50, p99, cpu, allocs, rss, idle, busy, peak, pcpu []float64
+	var p50, p99, cpu, allocs, rss, idle, anon, busy, peak, pcpu []float64
 	for _, r := range c.Rounds {
 		p50 = append(p50, r.P50us)
 		p99 = append(p99, r.P99us)
@@ -301,6 +301,7 @@ func summarize(c *configResult) {
 		for _, p := range r.Plugins {
 			if p.IdleRSSKiB > 0 {
 				idle = append(idle, float64(p.IdleRSSKiB))
+				anon = append(anon, float64(p.IdleAnonKiB))
 				busy = append(busy, float64(p.BusyRSSKiB))
 				pcpu = append(pcpu, p.CPUusPerEvent)
 			}
@@ -310,6 +311,7 @@ func summarize(c *configResult) {
 		}
 	}
 	c.P50us, c.P99us, c.CPUusPerOp, c.AllocsPerOp, c.RSSGrowthKiB = median(p50), median(p99), median(cpu), median(allocs), median(rss)
+	c.PluginIdleAnonKiB = median(anon)
 	c.PluginIdleRSSKiB, c.PluginBusyRSSKiB, c.PluginPeakRSSKiB, c.PluginCPUusPerEvent = median(idle), median(busy), median(peak), median(pcpu)
 }
 

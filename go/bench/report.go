@@ -237,7 +237,7 @@ func markdown(r *results, resultsName, pngRel string) string {
 
 	w("## Plugin footprint\n\nThe plugins of the `create-typical-4` case (idle: after registration, before any event; busy: after the ")
 	w("measured events), and the single plugin of the sync cases (peak RSS while being synchronized).\n\n")
-	w("| plugin stub | runtime | idle RSS | busy RSS | CPU per event | idle CPU |\n|---|---|---|---|---|---|\n")
+	w("| plugin stub | runtime | idle RSS | of which private (anon) | busy RSS | CPU per event | idle CPU |\n|---|---|---|---|---|---|---|\n")
 	for _, name := range []string{"create-typical-4"} {
 		c := r.caseByName(name)
 		if c == nil {
@@ -255,7 +255,7 @@ func markdown(r *results, resultsName, pngRel string) string {
 						idleCPU = append(idleCPU, p.IdleCPUusPerS)
 					}
 				}
-				w("| %s | %s | %s | %s | %s | %.0f µs/s |\n", stub, impl, fmtKiB(cf.PluginIdleRSSKiB), fmtKiB(cf.PluginBusyRSSKiB),
+				w("| %s | %s | %s | %s | %s | %s | %.0f µs/s |\n", stub, impl, fmtKiB(cf.PluginIdleRSSKiB), fmtKiB(cf.PluginIdleAnonKiB), fmtKiB(cf.PluginBusyRSSKiB),
 					fmtUs(cf.PluginCPUusPerEvent), median(idleCPU))
 			}
 		}
