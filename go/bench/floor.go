@@ -144,10 +144,13 @@ func serveEcho(conn net.Conn, muxed bool) {
 	}})
 	var l net.Listener
 	if muxed {
-		mux := multiplex.Multiplex(conn)
+		// The mux drops frames for connections not opened yet: read only
+		// once the listener's is (as upstream's stub and runtime do).
+		mux := multiplex.Multiplex(conn, multiplex.WithBlockedRead())
 		if l, err = mux.Listen(multiplex.PluginServiceConn); err != nil {
 			os.Exit(1)
 		}
+		mux.Unblock()
 	} else {
 		l = &oneConnListener{conn: conn, done: make(chan struct{})}
 	}
