@@ -66,6 +66,8 @@ bench:
 # The benchmark program links the release staticlib (NRI_LIB_DIR, set by bench).
 bench-run:
 	cd go && CGO_ENABLED=0 $(GO) build -o $(BENCH_DIR)/goplugin ./bench/goplugin
+	@# cgo does not track libnri.a: remove the program so it is linked afresh.
+	rm -f $(BENCH_DIR)/nri-bench
 	cd go && $(GO) build -o $(BENCH_DIR)/nri-bench ./bench
 	$(BENCH_DIR)/nri-bench -bin $(TARGET_DIR)/release -goplugin $(BENCH_DIR)/goplugin \
 	  -out docs/performance.json -doc docs/PERFORMANCE.md -png docs/performance.png $(BENCH_FLAGS)
