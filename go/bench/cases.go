@@ -98,6 +98,15 @@ func (h *harness) newDir() (string, error) {
 	return d, os.MkdirAll(d, 0o755)
 }
 
+// freshInstance starts an adaptation of impl in a directory of its own.
+func (h *harness) freshInstance(impl string) (*instance, error) {
+	dir, err := h.newDir()
+	if err != nil {
+		return nil, err
+	}
+	return newInstance(impl, dir)
+}
+
 func (h *harness) logf(format string, args ...any) {
 	if h.verbose {
 		fmt.Fprintf(os.Stderr, format+"\n", args...)
@@ -168,11 +177,7 @@ var errNotAllPlugins = fmt.Errorf("not every plugin has joined yet")
 func runEvents(mk func(*requests, *caseDef) op) func(h *harness, c *caseDef, impl, stub string, round int) (roundResult, error) {
 	return func(h *harness, c *caseDef, impl, stub string, round int) (res roundResult, err error) {
 		res.Round = round
-		dir, err := h.newDir()
-		if err != nil {
-			return res, err
-		}
-		in, err := newInstance(impl, dir)
+		in, err := h.freshInstance(impl)
 		if err != nil {
 			return res, err
 		}
@@ -295,11 +300,7 @@ func runEvents(mk func(*requests, *caseDef) op) func(h *harness, c *caseDef, imp
 // adaptation per round, a fresh plugin per op.
 func runSync(h *harness, c *caseDef, impl, stub string, round int) (res roundResult, err error) {
 	res.Round = round
-	dir, err := h.newDir()
-	if err != nil {
-		return res, err
-	}
-	in, err := newInstance(impl, dir)
+	in, err := h.freshInstance(impl)
 	if err != nil {
 		return res, err
 	}
