@@ -64,10 +64,14 @@ type caseResult struct {
 	Mode        string `json:"mode,omitempty"`       // typical, noop
 	EventsPerOp int    `json:"events_per_op"`
 	// RoundTrips per op: plugins x events, for the distance from the floor.
-	RoundTrips   int            `json:"round_trips_per_op"`
-	RequestBytes int            `json:"request_bytes"`
-	Pinned       bool           `json:"pinned"`
-	Configs      []configResult `json:"configs"`
+	RoundTrips   int  `json:"round_trips_per_op"`
+	RequestBytes int  `json:"request_bytes"`
+	Pinned       bool `json:"pinned"`
+	// The load average (1/5/15 min) when the case started and ended: other
+	// work on the machine shows here.
+	LoadStart []float64      `json:"load_start,omitempty"`
+	LoadEnd   []float64      `json:"load_end,omitempty"`
+	Configs   []configResult `json:"configs"`
 }
 
 // caseDef is one case to run.

@@ -260,6 +260,7 @@ func run(s settings, bins binaries, verbose, withLayouts bool) (*results, error)
 // runCase runs every configuration of c for the given rounds, rotating
 // which configuration goes first from round to round.
 func (h *harness) runCase(c *caseDef, rounds int) caseResult {
+	loadStart := loadAverage()
 	configs := make([]configResult, len(c.configs))
 	for i, cfg := range c.configs {
 		configs[i] = configResult{Impl: cfg[0], Stub: cfg[1]}
@@ -286,6 +287,7 @@ func (h *harness) runCase(c *caseDef, rounds int) caseResult {
 	}
 	out := c.caseResult
 	out.Configs = configs
+	out.LoadStart, out.LoadEnd = loadStart, loadAverage()
 	return out
 }
 

@@ -220,6 +220,17 @@ func markdown(r *results, resultsName, pngRel string) string {
 				fmtKiB(cf.RSSGrowthKiB), dist)
 		}
 	}
+	w("\n1-minute load average while each case ran (start → end), as other work on the machine shows in the figures: ")
+	var loads []string
+	for _, c := range r.Cases {
+		if len(c.LoadStart) > 0 && len(c.LoadEnd) > 0 {
+			loads = append(loads, fmt.Sprintf("`%s` %.1f → %.1f", c.Name, c.LoadStart[0], c.LoadEnd[0]))
+		}
+	}
+	if len(loads) == 0 {
+		loads = []string{"not recorded"}
+	}
+	w("%s.\n", strings.Join(loads, ", "))
 	w("\nOne operation is one event, except the lifecycle (13 events: RunPodSandbox, CreateContainer, ")
 	w("PostCreateContainer, StartContainer, PostStartContainer, UpdatePodSandbox, PostUpdatePodSandbox, ")
 	w("UpdateContainer, PostUpdateContainer, StopContainer, RemoveContainer, StopPodSandbox, RemovePodSandbox) and ")
