@@ -74,6 +74,8 @@ func evaluateTargets(r *results) []target {
 	out = append(out,
 		ratioTarget("Plugin idle RSS (after registration), Rust stub / Go stub", 0.25,
 			val(rp, idleOf), val(gp, idleOf), "kib", rp != nil && gp != nil),
+		ratioTarget("(same, private memory only: RssAnon, without the shared pages of libc and the executable; not the issue's measure)", 0.25,
+			val(rp, anonOf), val(gp, anonOf), "kib", rp != nil && gp != nil && val(gp, anonOf) > 0),
 		ratioTarget("Plugin CPU per event (CreateContainer, typical), Rust stub / Go stub", 0.2,
 			val(rp, pcpuOf), val(gp, pcpuOf), "us", rp != nil && gp != nil))
 	return out
@@ -90,4 +92,5 @@ func cpuOf(c *configResult) float64  { return c.CPUusPerOp }
 func p50Of(c *configResult) float64  { return c.P50us }
 func rssOf(c *configResult) float64  { return c.RSSGrowthKiB }
 func idleOf(c *configResult) float64 { return c.PluginIdleRSSKiB }
+func anonOf(c *configResult) float64 { return c.PluginIdleAnonKiB }
 func pcpuOf(c *configResult) float64 { return c.PluginCPUusPerEvent }
