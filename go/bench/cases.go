@@ -117,12 +117,13 @@ func (h *harness) logf(format string, args ...any) {
 	}
 }
 
-// op is one operation of an event case; check validates a warm-up result.
-type op func(ctx context.Context, rt runtimeAPI, check bool) error
+// op is one operation of an event case, sending the requests of q (a copy
+// of its own: see requests.copyFor); check validates a warm-up result.
+type op func(ctx context.Context, rt runtimeAPI, q *requests, check bool) error
 
-func createOp(r *requests, c *caseDef) op {
-	return func(ctx context.Context, rt runtimeAPI, check bool) error {
-		rsp, err := rt.CreateContainer(ctx, r.create)
+func createOp(c *caseDef) op {
+	return func(ctx context.Context, rt runtimeAPI, q *requests, check bool) error {
+		rsp, err := rt.CreateContainer(ctx, q.create)
 		if err != nil || !check {
 			return err
 		}
@@ -133,9 +134,9 @@ func createOp(r *requests, c *caseDef) op {
 	}
 }
 
-func updateOp(r *requests, c *caseDef) op {
-	return func(ctx context.Context, rt runtimeAPI, check bool) error {
-		rsp, err := rt.UpdateContainer(ctx, r.update)
+func updateOp(c *caseDef) op {
+	return func(ctx context.Context, rt runtimeAPI, q *requests, check bool) error {
+		rsp, err := rt.UpdateContainer(ctx, q.update)
 		if err != nil || !check {
 			return err
 		}
@@ -146,23 +147,23 @@ func updateOp(r *requests, c *caseDef) op {
 	}
 }
 
-func lifecycleOp(r *requests, c *caseDef) op {
-	create := createOp(r, c)
-	return func(ctx context.Context, rt runtimeAPI, check bool) error {
+func lifecycleOp(c *caseDef) op {
+	create := createOp(c)
+	return func(ctx context.Context, rt runtimeAPI, q *requests, check bool) error {
 		steps := []func() error{
-			func() error { return rt.RunPodSandbox(ctx, r.runPod) },
-			func() error { return create(ctx, rt, check) },
-			func() error { return rt.PostCreateContainer(ctx, r.postCreate) },
-			func() error { return rt.StartContainer(ctx, r.start) },
-			func() error { return rt.PostStartContainer(ctx, r.postStart) },
-			func() error { _, err := rt.UpdatePodSandbox(ctx, r.updatePod); return err },
-			func() error { return rt.PostUpdatePodSandbox(ctx, r.postUpdPod) },
-			func() error { _, err := rt.UpdateContainer(ctx, r.update); return err },
-			func() error { return rt.PostUpdateContainer(ctx, r.postUpdate) },
-			func() error { _, err := rt.StopContainer(ctx, r.stop); return err },
-			func() error { return rt.RemoveContainer(ctx, r.removeCtr) },
-			func() error { return rt.StopPodSandbox(ctx, r.stopPod) },
-			func() error { return rt.RemovePodSandbox(ctx, r.removePod) },
+			func() error { return rt.RunPodSandbox(ctx, q.runPod) },
+			func() error { return create(ctx, rt, q, check) },
+			func() error { return rt.PostCreateContainer(ctx, q.postCreate) },
+			func() error { return rt.StartContainer(ctx, q.start) },
+			func() error { return rt.PostStartContainer(ctx, q.postStart) },
+			func() error { _, err := rt.UpdatePodSandbox(ctx, q.updatePod); return err },
+			func() error { return rt.PostUpdatePodSandbox(ctx, q.postUpdPod) },
+			func() error { _, err := rt.UpdateContainer(ctx, q.update); return err },
+			func() error { return rt.PostUpdateContainer(ctx, q.postUpdate) },
+			func() error { _, err := rt.StopContainer(ctx, q.stop); return err },
+			func() error { return rt.RemoveContainer(ctx, q.removeCtr) },
+			func() error { return rt.StopPodSandbox(ctx, q.stopPod) },
+			func() error { return rt.RemovePodSandbox(ctx, q.removePod) },
 		}
 		for _, s := range steps {
 			if err := s(); err != nil {
@@ -178,7 +179,7 @@ var errNotAllPlugins = fmt.Errorf("not every plugin has joined yet")
 // runEvents measures an event case: a fresh adaptation and fresh plugin
 // processes, warm-up, the measured loop, then a check that every plugin
 // saw every event.
-func runEvents(mk func(*requests, *caseDef) op) func(h *harness, c *caseDef, impl, stub string, round int) (roundResult, error) {
+func runEvents(mk func(*caseDef) op) func(h *harness, c *caseDef, impl, stub string, round int) (roundResult, error) {
 	return func(h *harness, c *caseDef, impl, stub string, round int) (res roundResult, err error) {
 		res.Round = round
 		in, err := h.freshInstance(impl)
@@ -229,14 +230,15 @@ func runEvents(mk func(*requests, *caseDef) op) func(h *harness, c *caseDef, imp
 		}
 
 		ctx := context.Background()
-		do := mk(h.req, c)
+		do := mk(c)
+		fresh := func() *requests { return h.req.copyFor(c.Kind) }
 		// Typical plugins show in the response that every one has joined;
 		// until then calls are retried (and not counted as warm-up).
 		retries := 0
 		if c.Mode == "typical" {
 			deadline := time.Now().Add(5 * time.Second)
 			for {
-				err := do(ctx, in.rt, true)
+				err := do(ctx, in.rt, fresh(), true)
 				if err == nil {
 					break
 				}
@@ -249,7 +251,7 @@ func runEvents(mk func(*requests, *caseDef) op) func(h *harness, c *caseDef, imp
 			retries++ // the successful probe
 		}
 		for i := 0; i < c.warmup; i++ {
-			if err := do(ctx, in.rt, false); err != nil {
+			if err := do(ctx, in.rt, fresh(), false); err != nil {
 				return res, fmt.Errorf("warm-up: %w", err)
 			}
 		}
@@ -258,17 +260,24 @@ func runEvents(mk func(*requests, *caseDef) op) func(h *harness, c *caseDef, imp
 		for i, p := range plugins {
 			busyCPU[i] = procCPU(p.pid())
 		}
+		// Each operation's requests are copied beforehand, outside the
+		// measurement.
+		qs := make([]*requests, c.ops)
+		for i := range qs {
+			qs[i] = fresh()
+		}
 		lat := make([]float64, c.ops)
 		settle()
 		before := takeSample()
 		for i := range lat {
 			t0 := time.Now()
-			if err := do(ctx, in.rt, false); err != nil {
+			if err := do(ctx, in.rt, qs[i], false); err != nil {
 				return res, fmt.Errorf("op %d: %w", i, err)
 			}
 			lat[i] = float64(time.Since(t0).Nanoseconds()) / 1e3
 		}
 		after := takeSample()
+		qs = nil
 		latencyStats(&res, lat)
 		counters(&res, before, after, c.ops)
 		for i, p := range plugins {

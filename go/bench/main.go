@@ -129,7 +129,7 @@ func caseList(s settings, req *requests) []*caseDef {
 		}
 		out = append(out, c)
 	}
-	event := func(name, title, kind, mode string, plugins, events, ops int, mk func(*requests, *caseDef) op) {
+	event := func(name, title, kind, mode string, plugins, events, ops int, mk func(*caseDef) op) {
 		c := &caseDef{ops: ops, warmup: max(ops/10, 3), configs: allConfigs, run: runEvents(mk)}
 		c.Name, c.Title, c.Kind, c.Mode, c.Plugins = name, title, kind, mode, plugins
 		c.EventsPerOp, c.RoundTrips, c.RequestBytes = events, events*plugins, reqBytes

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/containerd/nri/pkg/api"
+	"google.golang.org/protobuf/proto"
 )
 
 // Realistic messages: a Kubernetes pod and container roughly as containerd
@@ -220,6 +221,29 @@ func newRequests() *requests {
 		syncCtrs:   map[int][]*api.Container{},
 	}
 }
+
+// copyFor returns copies of the requests an operation of this kind of case
+// sends (the others stay nil). Upstream's adaptation merges the plugins'
+// adjustments into the CreateContainer and UpdateContainer requests it is
+// given, so a request object must never be sent twice: the request would
+// grow with every operation.
+func (r *requests) copyFor(kind string) *requests {
+	q := &requests{pod: r.pod, ctr: r.ctr}
+	switch kind {
+	case "create":
+		q.create = clone(r.create)
+	case "update":
+		q.update = clone(r.update)
+	default:
+		q.runPod, q.updatePod, q.postUpdPod = clone(r.runPod), clone(r.updatePod), clone(r.postUpdPod)
+		q.stopPod, q.removePod = clone(r.stopPod), clone(r.removePod)
+		q.create, q.postCreate, q.start, q.postStart = clone(r.create), clone(r.postCreate), clone(r.start), clone(r.postStart)
+		q.update, q.postUpdate, q.stop, q.removeCtr = clone(r.update), clone(r.postUpdate), clone(r.stop), clone(r.removeCtr)
+	}
+	return q
+}
+
+func clone[T proto.Message](m T) T { return proto.Clone(m).(T) }
 
 // syncState is the runtime's state for a Synchronize of n containers, two
 // per pod, built once per size.

@@ -170,11 +170,12 @@ fn main() -> Result<(), BoxError> {
     for _ in 0..args.warmup {
         driver.run(nri.create_container(req.clone()))?;
     }
+    // Each operation's request is copied beforehand, outside the measurement.
+    let reqs: Vec<CreateContainerRequest> = (0..args.ops).map(|_| req.clone()).collect();
     let mut lat = Vec::with_capacity(args.ops);
     let cpu0 = cpu_time();
     let t0 = Instant::now();
-    for _ in 0..args.ops {
-        let r = req.clone();
+    for r in reqs {
         let started = Instant::now();
         let rsp = driver.run(nri.create_container(r))?;
         lat.push(started.elapsed().as_secs_f64() * 1e6);
