@@ -31,6 +31,9 @@ func configLabel(impl, stub string) string {
 	if impl == "floor" {
 		return "floor"
 	}
+	if stub == stubNone {
+		return impl + " runtime, no plugin"
+	}
 	return impl + " runtime, " + stub + "-stub plugins"
 }
 
@@ -58,8 +61,11 @@ func writeChart(r *results, path string) error {
 				continue
 			}
 			key := cf.Impl + "/" + cf.Stub
-			if cf.Impl == "floor" {
+			switch {
+			case cf.Impl == "floor":
 				key = "floor"
+			case cf.Stub == stubNone:
+				key = cf.Impl + "/" + stubGo
 			}
 			g.bars = append(g.bars, bar{label: configLabel(cf.Impl, cf.Stub), p50: cf.P50us, p99: cf.P99us, color: configColors[key]})
 		}

@@ -131,6 +131,9 @@ func caseList(s settings, req *requests) []*caseDef {
 	}
 	event := func(name, title, kind, mode string, plugins, events, ops int, mk func(*caseDef) op) {
 		c := &caseDef{ops: ops, warmup: max(ops/10, 3), configs: allConfigs, run: runEvents(mk)}
+		if plugins == 0 {
+			c.configs = [][2]string{{implUpstream, stubNone}, {implNriRs, stubNone}}
+		}
 		c.Name, c.Title, c.Kind, c.Mode, c.Plugins = name, title, kind, mode, plugins
 		c.EventsPerOp, c.RoundTrips, c.RequestBytes = events, events*plugins, reqBytes
 		out = append(out, c)
@@ -139,6 +142,8 @@ func caseList(s settings, req *requests) []*caseDef {
 		event(fmt.Sprintf("create-typical-%d", n), fmt.Sprintf("CreateContainer, %d typical plugin(s)", n),
 			"create", "typical", n, 1, s.Ops, createOp)
 	}
+	// No plugin at all: what the runtime side itself costs per event.
+	event("create-none", "CreateContainer, no plugin", "create", "noop", 0, 1, s.Ops, createOp)
 	for _, n := range []int{1, 4, 8} {
 		event(fmt.Sprintf("create-noop-%d", n), fmt.Sprintf("CreateContainer, %d no-op plugin(s)", n),
 			"create", "noop", n, 1, s.Ops, createOp)

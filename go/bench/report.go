@@ -107,6 +107,13 @@ func loadStr(l []float64) string {
 	return fmt.Sprintf("%.2f / %.2f / %.2f", l[0], l[1], l[2])
 }
 
+func stubLabel(stub string) string {
+	if stub == stubNone {
+		return "–"
+	}
+	return stub + " stub"
+}
+
 func (r *results) caseByName(name string) *caseResult {
 	for i := range r.Cases {
 		if r.Cases[i].Name == name {
@@ -212,10 +219,10 @@ func markdown(r *results, resultsName, pngRel string) string {
 				dist = fmt.Sprintf("%.0f×", cf.P50us/(floor*float64(trips)))
 			}
 			if len(cf.Rounds) == 0 {
-				w("| %s | %s | %s stub | failed: %s | | | | | | | |\n", c.Title, cf.Impl, cf.Stub, strings.Join(cf.Errors, "; "))
+				w("| %s | %s | %s | failed: %s | | | | | | | |\n", c.Title, cf.Impl, stubLabel(cf.Stub), strings.Join(cf.Errors, "; "))
 				continue
 			}
-			w("| %s | %s | %s stub | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Title, cf.Impl, cf.Stub,
+			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Title, cf.Impl, stubLabel(cf.Stub),
 				fmtUs(cf.P50us), fmtUs(cf.P99us), p50r, fmtUs(cf.CPUusPerOp), cpur, fmtCount(cf.AllocsPerOp),
 				fmtKiB(cf.RSSGrowthKiB), dist)
 		}

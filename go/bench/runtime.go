@@ -49,6 +49,7 @@ const (
 	implNriRs    = "nri-rs"
 	stubGo       = "go"
 	stubRust     = "rust"
+	stubNone     = "none" // a case without plugins
 )
 
 type syncCB = func(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error)
