@@ -13,7 +13,7 @@ NRI_LIB_DIR ?= $(TARGET_DIR)/debug
 export CGO_CFLAGS  := -I$(CURDIR)/include $(or $(CGO_CFLAGS),-O2 -g)
 export CGO_LDFLAGS := -L$(NRI_LIB_DIR) $(CGO_LDFLAGS)
 
-.PHONY: all build demo demo-go example test test-rust test-go conformance bench bench-run header check-header fmt clean
+.PHONY: all build demo demo-go example test test-rust test-go test-c conformance e2e e2e-containerd e2e-crio bench bench-run header check-header fmt clean
 
 all: build
 
@@ -34,8 +34,9 @@ example: build
 	cd go && $(GO) run ./example -plugin $(NRI_LIB_DIR)/nri-logger
 
 ## test: every test (Rust unit + integration, Go wrapper, wire and interop,
-## upstream's adaptation suite, header)
-test: check-header test-rust test-go conformance
+## upstream's adaptation suite, header, C tests of the ABI, containerd and
+## CRI-O built with nri-rs running their own NRI end-to-end tests)
+test: check-header test-rust test-go conformance test-c e2e
 
 test-rust:
 	$(CARGO) test --workspace
@@ -45,11 +46,39 @@ test-rust:
 test-go: build
 	cd go && $(GO) vet ./...
 	cd go && NRI_BENCH_BIN=$(TARGET_DIR)/debug GOEXPERIMENT=cgocheck2 $(GO) test $(GO_TEST_FLAGS) -race ./...
+	@# The spec generator's differential counts (the test passed above).
+	cd go && GOEXPERIMENT=cgocheck2 $(GO) test -race -count=1 -run '^TestDifferential$$' -v ./generate/ | grep '^spec generator'
 	tests/conformance/build-against.sh v0.12.0
+
+## test-c: the C tests of include/nri.h (tests/c), with cmocka, against the
+## release staticlib: under valgrind, then built with ASan+UBSan
+# The C tests link libnri.a with exactly the native libraries rustc names
+# for it; tests/c/check-static-libs.sh fails when they differ. The Rust
+# plugins they run come from `build` (debug), as for the Go tests.
+NRI_NATIVE_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+CARGO_OUT := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+test-c: build
+	$(CARGO) build --release --lib
+	CARGO="$(CARGO)" tests/c/check-static-libs.sh "$(NRI_NATIVE_LIBS)"
+	tests/c/check-exports.sh include/nri.h tests/c
+	$(MAKE) -C tests/c run NRI_LIB=$(CARGO_OUT)/release/libnri.a \
+	  NRI_BIN_DIR=$(CARGO_OUT)/debug NRI_NATIVE_LIBS="$(NRI_NATIVE_LIBS)" \
+	  BUILD=$(CURDIR)/build/c
 
 ## conformance: upstream's own pkg/adaptation suite against go/adaptation
 conformance: build
 	tests/conformance/run.sh
+
+## e2e: containerd and CRI-O built with nri-rs, running their own NRI e2e tests
+## (root; docs/INTEGRATION.md). E2E_STOCK=1 runs the stock daemons instead.
+E2E_STOCK ?= 0
+e2e: e2e-containerd e2e-crio
+
+e2e-containerd:
+	E2E_STOCK=$(E2E_STOCK) tests/e2e/containerd.sh
+
+e2e-crio:
+	E2E_STOCK=$(E2E_STOCK) tests/e2e/crio.sh
 
 ## bench: upstream Go NRI and nri-rs side by side (go/bench, issue 7): writes
 ## docs/performance.json, docs/PERFORMANCE.md and docs/performance.png. Takes

@@ -52,7 +52,9 @@ enum nri_status
    */
   NRI_STATUS_REJECTED = 6,
   /**
-   * A callback of the caller (sync, update) reported an error.
+   * The caller's sync callback reported an error during
+   * `nri_adaptation_start`. (An update callback's error goes to the
+   * plugin that asked for the update, not to the caller.)
    */
   NRI_STATUS_CALLBACK_FAILED = 7,
   /**
@@ -64,6 +66,17 @@ enum nri_status
    * stays usable, but the call's outcome is unknown.
    */
   NRI_STATUS_PANIC = 9,
+  /**
+   * A spec (JSON) that is not an OCI runtime spec oci-spec can hold: it
+   * does not parse, or has fields that would be lost.
+   */
+  NRI_STATUS_INVALID_SPEC = 10,
+  /**
+   * The spec generator refused an adjustment or update: a value the OCI
+   * spec cannot hold, an unknown namespace, a mount whose propagation
+   * check failed. The spec given is unchanged.
+   */
+  NRI_STATUS_SPEC_REFUSED = 11,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -183,6 +196,24 @@ typedef struct nri_plugin_sync_block nri_plugin_sync_block;
  * success with an empty message.
  */
 typedef struct nri_reply nri_reply;
+
+/**
+ * A spec generator and its options (Rust type: `Box<nri_spec_generator>`
+ * around an `nri::spec::Generator` builder). Created by
+ * `nri_spec_generator_new`, released by `nri_spec_generator_free`. Every
+ * function may be called from several threads at once on one generator.
+ *
+ * Its callbacks run synchronously, on the thread of the call that needs
+ * them (`nri_spec_adjust`, `nri_spec_update_resources`,
+ * `nri_spec_filter_labels`) and only during it; they answer through their
+ * `nri_reply`, and an error set there fails the call with
+ * `NRI_STATUS_CALLBACK_FAILED`. Specs cross as runtime-spec JSON: input
+ * must parse as an oci-spec 0.10 spec without losing a non-empty field
+ * (else `NRI_STATUS_INVALID_SPEC`, unless lossy parsing is allowed);
+ * output has no `null` members, and a pids section without a limit is
+ * written without one.
+ */
+typedef struct nri_spec_generator nri_spec_generator;
 
 /**
  * The synchronization of the plugin(s) being brought up, handed to the
@@ -347,9 +378,55 @@ typedef void (*nri_deprecation_fn)(void *user_data,
                                    const char *details);
 
 /**
- * Identifies a logical connection on the trunk.
+ * Gets a JSON object of strings (annotations, labels; keys keep their
+ * removal markers) and answers with the filtered object (`null` for none).
+ * No data at all keeps the input as it is; an error rejects it.
  */
-typedef uint32_t ConnId;
+typedef void (*nri_spec_map_fn)(void *user_data,
+                                const uint8_t *json,
+                                size_t len,
+                                struct nri_reply *reply);
+
+/**
+ * Gets a class name and answers with its settings as JSON: a
+ * runtime-spec `LinuxBlockIO` (block I/O) or `LinuxIntelRdt` (RDT) object,
+ * or `null` (or no data) to clear them; an error refuses the class.
+ */
+typedef void (*nri_spec_class_fn)(void *user_data, const char *class_name, struct nri_reply *reply);
+
+/**
+ * Gets the spec's `linux.resources` as JSON (`null` when the spec has
+ * none) once an adjustment has been applied to them. May answer with
+ * changed resources (a `LinuxResources` object, ignored when the spec has
+ * none); no data keeps them; an error refuses the adjustment.
+ */
+typedef void (*nri_spec_resources_fn)(void *user_data,
+                                      const uint8_t *json,
+                                      size_t len,
+                                      struct nri_reply *reply);
+
+/**
+ * Gets the spec as JSON and the adjustment's CDI device names (`count`
+ * NUL-terminated strings) and answers with the spec, devices injected (no
+ * data: unchanged); an error refuses the adjustment.
+ */
+typedef void (*nri_spec_cdi_fn)(void *user_data,
+                                const uint8_t *spec,
+                                size_t len,
+                                const char *const *names,
+                                size_t count,
+                                struct nri_reply *reply);
+
+/**
+ * Gets a mount's host source path and the propagations accepted for it
+ * (`count` strings: "rshared", or "rshared" and "rslave"); an error
+ * refuses the mount.
+ */
+typedef void (*nri_spec_propagation_fn)(void *user_data,
+                                        const char *source,
+                                        const char *const *accepted,
+                                        size_t count,
+                                        struct nri_reply *reply);
 
 #ifdef __cplusplus
 extern "C" {
@@ -853,6 +930,212 @@ nri_status nri_options_set_deprecation_recorder(struct nri_options *opts,
 nri_status nri_options_set_nri_version(struct nri_options *opts,
                                        const char *version,
                                        struct nri_error **err);
+
+/**
+ * New generator with upstream's defaults: no filters, resolvers, checker
+ * or CDI injector (block I/O and RDT classes are ignored, CDI device names
+ * are handed back), and the host's mount propagation check on Linux.
+ */
+struct nri_spec_generator *nri_spec_generator_new(void);
+
+/**
+ * Releases a generator, running the finalizers of its callbacks' user
+ * data. NULL is a no-op. Must not race with another call on it.
+ *
+ * # Safety
+ * `g` is NULL or a generator from `nri_spec_generator_new` not yet freed.
+ */
+void nri_spec_generator_free(struct nri_spec_generator *g);
+
+/**
+ * Filters or rejects labels (upstream's `WithLabelFilter`); applied by
+ * `nri_spec_filter_labels` only, as upstream's `Adjust` never applies it.
+ * The user data is owned from here on, even when this fails.
+ *
+ * # Safety
+ * `g` comes from `nri_spec_generator_new`; `err` is NULL or writable.
+ */
+nri_status nri_spec_generator_set_label_filter(struct nri_spec_generator *g,
+                                               nri_spec_map_fn filter,
+                                               void *user_data,
+                                               nri_free_fn free_user_data,
+                                               struct nri_error **err);
+
+/**
+ * Filters or rejects an adjustment's annotations before they are applied
+ * (upstream's `WithAnnotationFilter`). The user data is owned from here
+ * on, even when this fails.
+ *
+ * # Safety
+ * `g` comes from `nri_spec_generator_new`; `err` is NULL or writable.
+ */
+nri_status nri_spec_generator_set_annotation_filter(struct nri_spec_generator *g,
+                                                    nri_spec_map_fn filter,
+                                                    void *user_data,
+                                                    nri_free_fn free_user_data,
+                                                    struct nri_error **err);
+
+/**
+ * Resolves block I/O classes (upstream's `WithBlockIOResolver`); without
+ * it they are ignored. The user data is owned from here on, even when
+ * this fails.
+ *
+ * # Safety
+ * `g` comes from `nri_spec_generator_new`; `err` is NULL or writable.
+ */
+nri_status nri_spec_generator_set_blockio_resolver(struct nri_spec_generator *g,
+                                                   nri_spec_class_fn resolve,
+                                                   void *user_data,
+                                                   nri_free_fn free_user_data,
+                                                   struct nri_error **err);
+
+/**
+ * Resolves RDT classes (upstream's `WithRdtResolver`); without it they are
+ * ignored. The user data is owned from here on, even when this fails.
+ *
+ * # Safety
+ * `g` comes from `nri_spec_generator_new`; `err` is NULL or writable.
+ */
+nri_status nri_spec_generator_set_rdt_resolver(struct nri_spec_generator *g,
+                                               nri_spec_class_fn resolve,
+                                               void *user_data,
+                                               nri_free_fn free_user_data,
+                                               struct nri_error **err);
+
+/**
+ * Checks, and may change, the resources once an adjustment or update has
+ * been applied to them (upstream's `WithResourceChecker`). The user data
+ * is owned from here on, even when this fails.
+ *
+ * # Safety
+ * `g` comes from `nri_spec_generator_new`; `err` is NULL or writable.
+ */
+nri_status nri_spec_generator_set_resource_checker(struct nri_spec_generator *g,
+                                                   nri_spec_resources_fn check,
+                                                   void *user_data,
+                                                   nri_free_fn free_user_data,
+                                                   struct nri_error **err);
+
+/**
+ * Injects an adjustment's CDI devices into the spec, at upstream's point
+ * in the order (upstream's `WithCDIDeviceInjector`); without it the names
+ * come back from `nri_spec_adjust`. The user data is owned from here on,
+ * even when this fails.
+ *
+ * # Safety
+ * `g` comes from `nri_spec_generator_new`; `err` is NULL or writable.
+ */
+nri_status nri_spec_generator_set_cdi_injector(struct nri_spec_generator *g,
+                                               nri_spec_cdi_fn inject,
+                                               void *user_data,
+                                               nri_free_fn free_user_data,
+                                               struct nri_error **err);
+
+/**
+ * Replaces the host mount propagation check (a mount asking for `rshared`
+ * or `rslave` needs a host source with that propagation). The user data
+ * is owned from here on, even when this fails.
+ *
+ * # Safety
+ * `g` comes from `nri_spec_generator_new`; `err` is NULL or writable.
+ */
+nri_status nri_spec_generator_set_propagation_checker(struct nri_spec_generator *g,
+                                                      nri_spec_propagation_fn check,
+                                                      void *user_data,
+                                                      nri_free_fn free_user_data,
+                                                      struct nri_error **err);
+
+/**
+ * Turns the mount propagation check off (a runtime that checks mounts
+ * itself, or whose host mount table is not its own).
+ *
+ * # Safety
+ * `g` comes from `nri_spec_generator_new`; `err` is NULL or writable.
+ */
+nri_status nri_spec_generator_disable_propagation_check(struct nri_spec_generator *g,
+                                                        struct nri_error **err);
+
+/**
+ * Allows specs with fields oci-spec 0.10 does not model: from now on they
+ * are dropped instead of refused, in specs given and in what callbacks
+ * answer.
+ *
+ * # Safety
+ * `g` comes from `nri_spec_generator_new`; `err` is NULL or writable.
+ */
+nri_status nri_spec_generator_allow_lossy_parsing(struct nri_spec_generator *g,
+                                                  struct nri_error **err);
+
+/**
+ * Applies a `ContainerAdjustment` (protobuf) to a spec (JSON). On success
+ * `*out_spec` receives the adjusted spec as JSON and, if `out_cdi_devices`
+ * is not NULL, `*out_cdi_devices` a JSON array of the CDI device names
+ * left for the caller to inject (empty when an injector took them).
+ * Statuses: `INVALID_SPEC` (the spec), `INVALID_MESSAGE` (the adjustment),
+ * `SPEC_REFUSED` (a value the spec cannot take, a failed mount propagation
+ * check), `CALLBACK_FAILED` (a callback's error or unusable answer).
+ *
+ * # Safety
+ * `g` comes from `nri_spec_generator_new`; `spec` and `adjustment` are
+ * valid for their lengths (or the length is 0); `out_spec` is writable;
+ * `out_cdi_devices` and `err` are NULL or writable.
+ */
+nri_status nri_spec_adjust(const struct nri_spec_generator *g,
+                           const uint8_t *spec,
+                           size_t spec_len,
+                           const uint8_t *adjustment,
+                           size_t adjustment_len,
+                           struct nri_buffer *out_spec,
+                           struct nri_buffer *out_cdi_devices,
+                           struct nri_error **err);
+
+/**
+ * Applies a resource update, a `LinuxResources` (protobuf), to a spec
+ * (JSON): the resources step of an adjustment, with the resource checker
+ * and the block I/O and RDT classes. On success `*out_spec` receives the
+ * updated spec as JSON. Statuses as for `nri_spec_adjust`.
+ *
+ * # Safety
+ * `g` comes from `nri_spec_generator_new`; `spec` and `resources` are
+ * valid for their lengths (or the length is 0); `out_spec` is writable;
+ * `err` is NULL or writable.
+ */
+nri_status nri_spec_update_resources(const struct nri_spec_generator *g,
+                                     const uint8_t *spec,
+                                     size_t spec_len,
+                                     const uint8_t *resources,
+                                     size_t resources_len,
+                                     struct nri_buffer *out_spec,
+                                     struct nri_error **err);
+
+/**
+ * Runs the label filter (identity when none is set) on labels given as a
+ * JSON object of strings; on success `*out_json` receives the filtered
+ * labels as a JSON object.
+ *
+ * # Safety
+ * `g` comes from `nri_spec_generator_new`; `labels` is valid for `len`
+ * bytes (or `len` is 0); `out_json` is writable; `err` is NULL or writable.
+ */
+nri_status nri_spec_filter_labels(const struct nri_spec_generator *g,
+                                  const uint8_t *labels,
+                                  size_t len,
+                                  struct nri_buffer *out_json,
+                                  struct nri_error **err);
+
+/**
+ * Converts a `LinuxResources` (protobuf) to runtime-spec `LinuxResources`
+ * JSON for the runtime's update call, as upstream's
+ * `LinuxResources.ToOCI()` does (block I/O and RDT classes left out).
+ *
+ * # Safety
+ * `resources` is valid for `len` bytes (or `len` is 0); `out_json` is
+ * writable; `err` is NULL or writable.
+ */
+nri_status nri_spec_resources_to_oci(const uint8_t *resources,
+                                     size_t len,
+                                     struct nri_buffer *out_json,
+                                     struct nri_error **err);
 
 #ifdef __cplusplus
 }  // extern "C"

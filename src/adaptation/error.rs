@@ -48,7 +48,7 @@ pub enum Error {
         op: &'static str,
         reason: String,
     },
-    /// A runtime callback (sync or update) failed.
+    /// The runtime's sync callback failed while starting.
     #[error("{0}")]
     Runtime(BoxError),
     /// Starting the adaptation failed.

@@ -20,7 +20,7 @@ impl Drop for PruneOnExit<'_> {
 }
 
 pub(crate) async fn relay_all<C: Call>(core: Arc<Core>, req: C) -> Result<(), Error> {
-    let _serialized = core.events.lock().await;
+    let _serialized = core.serialize_event().await?;
     let _prune = PruneOnExit(&core);
     for p in core.snapshot() {
         p.relay(&req).await?;
@@ -32,7 +32,7 @@ pub(crate) async fn create_container(
     core: Arc<Core>,
     mut req: CreateContainerRequest,
 ) -> Result<CreateContainerResponse, Error> {
-    let _serialized = core.events.lock().await;
+    let _serialized = core.serialize_event().await?;
     let _prune = PruneOnExit(&core);
     let plugins = core.snapshot();
     let validators: Vec<Arc<Plugin>> = plugins
@@ -95,7 +95,7 @@ pub(crate) async fn update_container(
     core: Arc<Core>,
     mut req: UpdateContainerRequest,
 ) -> Result<UpdateContainerResponse, Error> {
-    let _serialized = core.events.lock().await;
+    let _serialized = core.serialize_event().await?;
     let _prune = PruneOnExit(&core);
     let mut result = UpdateResult::new(&mut req);
     for p in core.snapshot() {
@@ -120,7 +120,7 @@ pub(crate) async fn stop_container(
     core: Arc<Core>,
     req: StopContainerRequest,
 ) -> Result<StopContainerResponse, Error> {
-    let _serialized = core.events.lock().await;
+    let _serialized = core.serialize_event().await?;
     let _prune = PruneOnExit(&core);
     let mut result = StopResult::new();
     for p in core.snapshot() {

@@ -214,6 +214,12 @@ pub(crate) struct Core {
     /// Serializes events, as upstream's adaptation lock does. Only events
     /// take it: registration, sync and unsolicited updates never wait for it.
     events: tokio::sync::Mutex<()>,
+    /// Between a successful `start` and `stop`. Events are refused outside
+    /// it, since builtin validators only exist while running and an event
+    /// let through without them would create an unvalidated container.
+    /// Checked under the event lock, which `stop` takes, so an event either
+    /// runs entirely before the plugins are closed or not at all.
+    running: AtomicBool,
     sync_lock: sync::SyncLock,
 }
 
@@ -234,6 +240,15 @@ impl Core {
         F: Future<Output = ()> + Send + 'static,
     {
         self.handle.spawn(f);
+    }
+
+    /// Takes the event lock for one event, if the adaptation is running.
+    pub(crate) async fn serialize_event(&self) -> Result<tokio::sync::MutexGuard<'_, ()>, Error> {
+        let guard = self.events.lock().await;
+        if !self.running.load(Ordering::Acquire) {
+            return Err(Error::NotRunning);
+        }
+        Ok(guard)
     }
 
     /// The active plugins, for one event.
@@ -335,10 +350,6 @@ pub struct Adaptation {
     max_pending_connections: usize,
     builtin: Vec<BuiltinPlugin>,
     listener: Mutex<Option<listener::Listener>>,
-    /// Between a successful `start` and `stop`: events are refused outside
-    /// it, since builtin validators only exist while running and an event
-    /// let through without them would create an unvalidated container.
-    running: AtomicBool,
     // Last: dropped after everything that may still spawn onto it.
     _thread: Option<RuntimeThread>,
 }
@@ -381,6 +392,7 @@ impl Adaptation {
             handle,
             plugins: Mutex::new(Vec::new()),
             events: tokio::sync::Mutex::new(()),
+            running: AtomicBool::new(false),
             sync_lock: sync::SyncLock::default(),
         });
         info!("runtime interface created");
@@ -393,7 +405,6 @@ impl Adaptation {
             max_pending_connections: opts.max_pending_connections,
             builtin: opts.builtin,
             listener: Mutex::new(None),
-            running: AtomicBool::new(false),
             _thread: thread,
         })
     }
@@ -429,7 +440,7 @@ impl Adaptation {
     /// Starts builtin and pre-installed plugins, synchronizes them with the
     /// runtime, then opens the socket for external plugins (upstream `Start`).
     pub async fn start(&self) -> Result<(), Error> {
-        if self.running.load(Ordering::Acquire) {
+        if self.is_running() {
             return Err(Error::Start("NRI adaptation is already running".into()));
         }
         info!("runtime interface starting up...");
@@ -448,25 +459,27 @@ impl Adaptation {
                 .await?;
             *self.listener.lock().unwrap_or_else(|e| e.into_inner()) = Some(l);
         }
-        self.running.store(true, Ordering::Release);
+        self.core.running.store(true, Ordering::Release);
         Ok(())
     }
 
     /// Whether the adaptation is started and not stopped.
     pub fn is_running(&self) -> bool {
-        self.running.load(Ordering::Acquire)
+        self.core.running.load(Ordering::Acquire)
     }
 
     /// Stops accepting plugins and closes every plugin, killing launched
-    /// ones (upstream `Stop`). Unlike upstream, external connections are
-    /// closed too.
+    /// ones (upstream `Stop`). Waits for an event in progress to finish,
+    /// as upstream's lock does; later events are refused. Unlike upstream,
+    /// external connections are closed too.
     pub async fn stop(&self) {
         info!("runtime interface shutting down...");
+        let _no_event_in_progress = self.core.events.lock().await;
         self.shut_down();
     }
 
     fn shut_down(&self) {
-        self.running.store(false, Ordering::Release);
+        self.core.running.store(false, Ordering::Release);
         if let Some(l) = self
             .listener
             .lock()
@@ -690,9 +703,9 @@ async fn start_plugins(
         for p in &started {
             p.close();
         }
-        return Err(Error::Start(format!(
-            "failed to synchronize pre-installed NRI Plugins: {e}"
-        )));
+        return Err(Error::Runtime(
+            format!("failed to synchronize pre-installed NRI Plugins: {e}").into(),
+        ));
     }
     let active: Vec<_> = started.into_iter().filter(|p| !p.is_closed()).collect();
     for p in &active {

@@ -59,7 +59,9 @@ pub unsafe extern "C" fn nri_adaptation_new(
     boundary(err, || {
         let cbs = cbs.ok_or_else(|| Failure::invalid("callbacks is NULL"))?;
         let data = data.expect("taken with the callbacks");
-        let sync = cbs.sync.ok_or_else(|| Failure::invalid("callbacks.sync is NULL"))?;
+        let sync = cbs
+            .sync
+            .ok_or_else(|| Failure::invalid("callbacks.sync is NULL"))?;
         let update = cbs
             .update
             .ok_or_else(|| Failure::invalid("callbacks.update is NULL"))?;
@@ -275,7 +277,16 @@ pub unsafe extern "C" fn nri_adaptation_run_pod_sandbox(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // SAFETY: guaranteed by the caller.
-    unsafe { event(a, req, len, err, |a, r: RunPodSandboxRequest| block_on(a.run_pod_sandbox(r)), |()| Ok(())) }
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: RunPodSandboxRequest| block_on(a.run_pod_sandbox(r)),
+            |()| Ok(()),
+        )
+    }
 }
 
 /// Relays an `UpdatePodSandboxRequest`; `*rsp` receives an
@@ -293,7 +304,11 @@ pub unsafe extern "C" fn nri_adaptation_update_pod_sandbox(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // SAFETY: guaranteed by the caller.
-    unsafe { event_with_response(a, req, len, rsp, err, |a, r: UpdatePodSandboxRequest| block_on(a.update_pod_sandbox(r))) }
+    unsafe {
+        event_with_response(a, req, len, rsp, err, |a, r: UpdatePodSandboxRequest| {
+            block_on(a.update_pod_sandbox(r))
+        })
+    }
 }
 
 /// Relays a `PostUpdatePodSandboxRequest`.
@@ -309,7 +324,16 @@ pub unsafe extern "C" fn nri_adaptation_post_update_pod_sandbox(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // SAFETY: guaranteed by the caller.
-    unsafe { event(a, req, len, err, |a, r: PostUpdatePodSandboxRequest| block_on(a.post_update_pod_sandbox(r)), |()| Ok(())) }
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: PostUpdatePodSandboxRequest| block_on(a.post_update_pod_sandbox(r)),
+            |()| Ok(()),
+        )
+    }
 }
 
 /// Relays a `StopPodSandboxRequest`.
@@ -325,7 +349,16 @@ pub unsafe extern "C" fn nri_adaptation_stop_pod_sandbox(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // SAFETY: guaranteed by the caller.
-    unsafe { event(a, req, len, err, |a, r: StopPodSandboxRequest| block_on(a.stop_pod_sandbox(r)), |()| Ok(())) }
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: StopPodSandboxRequest| block_on(a.stop_pod_sandbox(r)),
+            |()| Ok(()),
+        )
+    }
 }
 
 /// Relays a `RemovePodSandboxRequest`.
@@ -341,7 +374,16 @@ pub unsafe extern "C" fn nri_adaptation_remove_pod_sandbox(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // SAFETY: guaranteed by the caller.
-    unsafe { event(a, req, len, err, |a, r: RemovePodSandboxRequest| block_on(a.remove_pod_sandbox(r)), |()| Ok(())) }
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: RemovePodSandboxRequest| block_on(a.remove_pod_sandbox(r)),
+            |()| Ok(()),
+        )
+    }
 }
 
 /// Collects the plugins' adjustments of a new container, merged and
@@ -359,7 +401,11 @@ pub unsafe extern "C" fn nri_adaptation_create_container(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // SAFETY: guaranteed by the caller.
-    unsafe { event_with_response(a, req, len, rsp, err, |a, r: CreateContainerRequest| block_on(a.create_container(r))) }
+    unsafe {
+        event_with_response(a, req, len, rsp, err, |a, r: CreateContainerRequest| {
+            block_on(a.create_container(r))
+        })
+    }
 }
 
 /// Relays a `PostCreateContainerRequest`.
@@ -375,7 +421,16 @@ pub unsafe extern "C" fn nri_adaptation_post_create_container(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // SAFETY: guaranteed by the caller.
-    unsafe { event(a, req, len, err, |a, r: PostCreateContainerRequest| block_on(a.post_create_container(r)), |()| Ok(())) }
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: PostCreateContainerRequest| block_on(a.post_create_container(r)),
+            |()| Ok(()),
+        )
+    }
 }
 
 /// Relays a `StartContainerRequest`.
@@ -391,7 +446,16 @@ pub unsafe extern "C" fn nri_adaptation_start_container(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // SAFETY: guaranteed by the caller.
-    unsafe { event(a, req, len, err, |a, r: StartContainerRequest| block_on(a.start_container(r)), |()| Ok(())) }
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: StartContainerRequest| block_on(a.start_container(r)),
+            |()| Ok(()),
+        )
+    }
 }
 
 /// Relays a `PostStartContainerRequest`.
@@ -407,7 +471,16 @@ pub unsafe extern "C" fn nri_adaptation_post_start_container(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // SAFETY: guaranteed by the caller.
-    unsafe { event(a, req, len, err, |a, r: PostStartContainerRequest| block_on(a.post_start_container(r)), |()| Ok(())) }
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: PostStartContainerRequest| block_on(a.post_start_container(r)),
+            |()| Ok(()),
+        )
+    }
 }
 
 /// Collects the plugins' updates; `*rsp` receives an
@@ -425,7 +498,11 @@ pub unsafe extern "C" fn nri_adaptation_update_container(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // SAFETY: guaranteed by the caller.
-    unsafe { event_with_response(a, req, len, rsp, err, |a, r: UpdateContainerRequest| block_on(a.update_container(r))) }
+    unsafe {
+        event_with_response(a, req, len, rsp, err, |a, r: UpdateContainerRequest| {
+            block_on(a.update_container(r))
+        })
+    }
 }
 
 /// Relays a `PostUpdateContainerRequest`.
@@ -441,7 +518,16 @@ pub unsafe extern "C" fn nri_adaptation_post_update_container(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // SAFETY: guaranteed by the caller.
-    unsafe { event(a, req, len, err, |a, r: PostUpdateContainerRequest| block_on(a.post_update_container(r)), |()| Ok(())) }
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: PostUpdateContainerRequest| block_on(a.post_update_container(r)),
+            |()| Ok(()),
+        )
+    }
 }
 
 /// Collects the plugins' updates of other containers; `*rsp` receives a
@@ -459,7 +545,11 @@ pub unsafe extern "C" fn nri_adaptation_stop_container(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // SAFETY: guaranteed by the caller.
-    unsafe { event_with_response(a, req, len, rsp, err, |a, r: StopContainerRequest| block_on(a.stop_container(r))) }
+    unsafe {
+        event_with_response(a, req, len, rsp, err, |a, r: StopContainerRequest| {
+            block_on(a.stop_container(r))
+        })
+    }
 }
 
 /// Relays a `RemoveContainerRequest`.
@@ -475,5 +565,14 @@ pub unsafe extern "C" fn nri_adaptation_remove_container(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // SAFETY: guaranteed by the caller.
-    unsafe { event(a, req, len, err, |a, r: RemoveContainerRequest| block_on(a.remove_container(r)), |()| Ok(())) }
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: RemoveContainerRequest| block_on(a.remove_container(r)),
+            |()| Ok(()),
+        )
+    }
 }

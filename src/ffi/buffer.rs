@@ -57,12 +57,18 @@ pub unsafe extern "C" fn nri_buffer_free(buf: *mut nri_buffer) {
 ///
 /// # Safety
 /// `ptr` is valid for reads of `len` bytes for `'a`, or `len` is 0.
-pub(crate) unsafe fn bytes<'a>(what: &str, ptr: *const u8, len: usize) -> Result<&'a [u8], Failure> {
+pub(crate) unsafe fn bytes<'a>(
+    what: &str,
+    ptr: *const u8,
+    len: usize,
+) -> Result<&'a [u8], Failure> {
     if len == 0 {
         return Ok(&[]);
     }
     if ptr.is_null() {
-        return Err(Failure::invalid(format!("{what} is NULL but its length is {len}")));
+        return Err(Failure::invalid(format!(
+            "{what} is NULL but its length is {len}"
+        )));
     }
     // SAFETY: guaranteed by the caller.
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
@@ -159,9 +165,13 @@ mod tests {
     #[test]
     fn garbage_is_an_invalid_message() {
         let junk = [0xffu8, 0xff, 0xff];
-        let e = unsafe { decode_raw::<CreateContainerRequest>(junk.as_ptr(), junk.len()) }
-            .unwrap_err();
+        let e =
+            unsafe { decode_raw::<CreateContainerRequest>(junk.as_ptr(), junk.len()) }.unwrap_err();
         assert_eq!(e.status, nri_status::InvalidMessage);
-        assert!(e.message.starts_with("invalid CreateContainerRequest: "), "{}", e.message);
+        assert!(
+            e.message.starts_with("invalid CreateContainerRequest: "),
+            "{}",
+            e.message
+        );
     }
 }

@@ -31,7 +31,7 @@ pub type nri_free_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
 /// The caller's `user_data` and its optional finalizer, run once when the
 /// last callback holding it is gone.
 pub(crate) struct UserData {
-    ptr: *mut c_void,
+    pub(crate) ptr: *mut c_void,
     free: nri_free_fn,
 }
 
@@ -65,7 +65,7 @@ pub struct nri_reply {
 }
 
 impl nri_reply {
-    fn into_result(self) -> Result<Vec<u8>, BoxError> {
+    pub(crate) fn into_result(self) -> Result<Vec<u8>, BoxError> {
         match self.error {
             Some(e) => Err(e.into()),
             None => Ok(self.data),
@@ -141,14 +141,20 @@ fn decode_reply<M: Message>(bytes: Vec<u8>) -> Result<M, BoxError> {
 /// pods and containers as a `SynchronizeRequest` (fields `pod` and
 /// `container`), calls `nri_sync_cb_call` with them, applies the updates
 /// it gets back, and returns. An error set on `reply` rejects the plugin(s).
-pub type nri_sync_fn =
-    Option<unsafe extern "C" fn(user_data: *mut c_void, cb: *mut nri_sync_cb, reply: *mut nri_reply)>;
+pub type nri_sync_fn = Option<
+    unsafe extern "C" fn(user_data: *mut c_void, cb: *mut nri_sync_cb, reply: *mut nri_reply),
+>;
 
 /// The runtime's handler of unsolicited container updates. `request` is an
 /// encoded `UpdateContainersRequest` (field `update`); the reply data is an
 /// encoded `UpdateContainersResponse` listing the updates that failed.
 pub type nri_update_fn = Option<
-    unsafe extern "C" fn(user_data: *mut c_void, request: *const u8, len: usize, reply: *mut nri_reply),
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        request: *const u8,
+        len: usize,
+        reply: *mut nri_reply,
+    ),
 >;
 
 /// The synchronization of the plugin(s) being brought up, handed to the
@@ -183,7 +189,10 @@ pub unsafe extern "C" fn nri_sync_cb_call(
         }
         // SAFETY: guaranteed by the caller.
         let mut req: SynchronizeRequest = unsafe { decode_raw(state, len) }?;
-        let (pods, ctrs) = (std::mem::take(&mut req.pods), std::mem::take(&mut req.containers));
+        let (pods, ctrs) = (
+            std::mem::take(&mut req.pods),
+            std::mem::take(&mut req.containers),
+        );
         let mut rsp = SynchronizeResponse::new();
         rsp.update = cb.handle.block_on(cb.cb.call(pods, ctrs))?;
         let buf = encode(&rsp)?;
@@ -379,8 +388,12 @@ impl BuiltinHandlers for FfiBuiltin {
     ) -> Result<UpdatePodSandboxResponse, BoxError> {
         self.call(nri_builtin_op::UpdatePodSandbox, &req).await
     }
-    async fn post_update_pod_sandbox(&self, req: PostUpdatePodSandboxRequest) -> Result<(), BoxError> {
-        self.notify(nri_builtin_op::PostUpdatePodSandbox, &req).await
+    async fn post_update_pod_sandbox(
+        &self,
+        req: PostUpdatePodSandboxRequest,
+    ) -> Result<(), BoxError> {
+        self.notify(nri_builtin_op::PostUpdatePodSandbox, &req)
+            .await
     }
     async fn stop_pod_sandbox(&self, req: StopPodSandboxRequest) -> Result<(), BoxError> {
         self.notify(nri_builtin_op::StopPodSandbox, &req).await
@@ -447,7 +460,12 @@ pub struct nri_metrics {
     >,
     /// How long a plugin call took, in nanoseconds.
     pub latency: Option<
-        unsafe extern "C" fn(user_data: *mut c_void, plugin: *const c_char, op: *const c_char, nanos: u64),
+        unsafe extern "C" fn(
+            user_data: *mut c_void,
+            plugin: *const c_char,
+            op: *const c_char,
+            nanos: u64,
+        ),
     >,
     /// A plugin's answer: its `ContainerAdjustment` encoded (NULL when it
     /// made none; non-NULL, possibly with length 0, when it made one), and
@@ -471,10 +489,19 @@ pub struct nri_metrics {
 }
 
 pub(crate) struct FfiMetrics {
-    invocation: Option<unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char, *const c_char)>,
+    invocation:
+        Option<unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char, *const c_char)>,
     latency: Option<unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char, u64)>,
     adjustments: Option<
-        unsafe extern "C" fn(*mut c_void, *const c_char, *const c_char, *const u8, usize, usize, usize),
+        unsafe extern "C" fn(
+            *mut c_void,
+            *const c_char,
+            *const c_char,
+            *const u8,
+            usize,
+            usize,
+            usize,
+        ),
     >,
     plugin_count: Option<unsafe extern "C" fn(*mut c_void, usize)>,
     data: Arc<UserData>,
@@ -502,7 +529,14 @@ impl Metrics for FfiMetrics {
             let err = err.map(|e| to_cstring(e.to_string()));
             let err_ptr = err.as_ref().map_or(std::ptr::null(), |e| e.as_ptr());
             // SAFETY: the caller's callback; the strings outlive the call.
-            unsafe { f(self.data.ptr, cstr(plugin).as_ptr(), cstr(op).as_ptr(), err_ptr) }
+            unsafe {
+                f(
+                    self.data.ptr,
+                    cstr(plugin).as_ptr(),
+                    cstr(op).as_ptr(),
+                    err_ptr,
+                )
+            }
         }
     }
 
@@ -510,7 +544,14 @@ impl Metrics for FfiMetrics {
         if let Some(f) = self.latency {
             let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
             // SAFETY: the caller's callback; the strings outlive the call.
-            unsafe { f(self.data.ptr, cstr(plugin).as_ptr(), cstr(op).as_ptr(), nanos) }
+            unsafe {
+                f(
+                    self.data.ptr,
+                    cstr(plugin).as_ptr(),
+                    cstr(op).as_ptr(),
+                    nanos,
+                )
+            }
         }
     }
 
@@ -586,6 +627,13 @@ impl DeprecationRecorder for FfiDeprecation {
             Deprecation::StateChange => nri_deprecation::StateChange,
         };
         // SAFETY: the caller's callback; the strings outlive the call.
-        unsafe { (self.f)(self.data.ptr, d, cstr(plugin).as_ptr(), cstr(details).as_ptr()) }
+        unsafe {
+            (self.f)(
+                self.data.ptr,
+                d,
+                cstr(plugin).as_ptr(),
+                cstr(details).as_ptr(),
+            )
+        }
     }
 }

@@ -27,13 +27,22 @@ pub enum nri_status {
     Conflict = 5,
     /// A validating plugin rejected the adjustment, or could not be asked.
     Rejected = 6,
-    /// A callback of the caller (sync, update) reported an error.
+    /// The caller's sync callback reported an error during
+    /// `nri_adaptation_start`. (An update callback's error goes to the
+    /// plugin that asked for the update, not to the caller.)
     CallbackFailed = 7,
     /// Starting the adaptation failed (socket, plugin launch, sync).
     StartFailed = 8,
     /// A bug in nri-rs: a panic was caught at the boundary. The adaptation
     /// stays usable, but the call's outcome is unknown.
     Panic = 9,
+    /// A spec (JSON) that is not an OCI runtime spec oci-spec can hold: it
+    /// does not parse, or has fields that would be lost.
+    InvalidSpec = 10,
+    /// The spec generator refused an adjustment or update: a value the OCI
+    /// spec cannot hold, an unknown namespace, a mount whose propagation
+    /// check failed. The spec given is unchanged.
+    SpecRefused = 11,
 }
 
 /// An error: a status and a message. Owned by the caller, released with
@@ -184,6 +193,8 @@ pub extern "C" fn nri_status_name(status: u32) -> *const c_char {
         7 => c"callback failed",
         8 => c"start failed",
         9 => c"panic",
+        10 => c"invalid spec",
+        11 => c"spec refused",
         _ => c"unknown status",
     };
     s.as_ptr()
@@ -230,8 +241,12 @@ mod tests {
     fn adaptation_errors_map_to_their_status() {
         let f = Failure::from(Error::Merge("conflict".into()));
         assert_eq!(f.status, nri_status::Conflict);
-        assert_eq!(Failure::from(Error::NotRunning).status, nri_status::NotRunning);
-        let name = unsafe { std::ffi::CStr::from_ptr(nri_status_name(nri_status::Rejected as u32)) };
+        assert_eq!(
+            Failure::from(Error::NotRunning).status,
+            nri_status::NotRunning
+        );
+        let name =
+            unsafe { std::ffi::CStr::from_ptr(nri_status_name(nri_status::Rejected as u32)) };
         assert_eq!(name.to_str().unwrap(), "rejected");
     }
 }

@@ -103,9 +103,12 @@ pub unsafe extern "C" fn nri_set_log_callback(
             n => return Err(Failure::invalid(format!("unknown log level {n}"))),
         };
         install()?;
-        *SINK.write().unwrap_or_else(|e| e.into_inner()) =
-            log.map(|f| Sink { f, user_data });
-        log::set_max_level(if log.is_some() { filter } else { LevelFilter::Off });
+        *SINK.write().unwrap_or_else(|e| e.into_inner()) = log.map(|f| Sink { f, user_data });
+        log::set_max_level(if log.is_some() {
+            filter
+        } else {
+            LevelFilter::Off
+        });
         Ok(())
     })
 }

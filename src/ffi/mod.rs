@@ -24,13 +24,17 @@ mod callbacks;
 mod error;
 mod log;
 mod options;
+mod spec;
 
 pub use self::adaptation::*;
 pub use self::buffer::{nri_buffer, nri_buffer_free};
 pub use self::callbacks::*;
-pub use self::error::{nri_error, nri_error_free, nri_error_message, nri_error_status, nri_status, nri_status_name};
+pub use self::error::{
+    nri_error, nri_error_free, nri_error_message, nri_error_status, nri_status, nri_status_name,
+};
 pub use self::log::*;
 pub use self::options::*;
+pub use self::spec::*;
 
 use std::ffi::c_char;
 

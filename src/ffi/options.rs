@@ -108,7 +108,11 @@ pub unsafe extern "C" fn nri_options_set_plugin_config_path(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // SAFETY: guaranteed by the caller.
-    unsafe { set_path(opts, "plugin config path", path, err, |o, p| o.plugin_config_path(p)) }
+    unsafe {
+        set_path(opts, "plugin config path", path, err, |o, p| {
+            o.plugin_config_path(p)
+        })
+    }
 }
 
 /// The socket external plugins connect to (`WithSocketPath`).
@@ -154,12 +158,7 @@ pub unsafe extern "C" fn nri_options_set_registration_timeout(
     millis: u64,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    with_options(opts, err, |o| {
-        if millis > 0 {
-            *o = std::mem::take(o).registration_timeout(Duration::from_millis(millis));
-        }
-        Ok(())
-    })
+    set_timeout(opts, millis, err, Options::registration_timeout)
 }
 
 /// How long a plugin may take to answer a request, in milliseconds, for
@@ -174,9 +173,19 @@ pub unsafe extern "C" fn nri_options_set_request_timeout(
     millis: u64,
     err: *mut *mut nri_error,
 ) -> nri_status {
+    set_timeout(opts, millis, err, Options::request_timeout)
+}
+
+/// Sets a per-adaptation timeout; 0 leaves the process-wide one in force.
+fn set_timeout(
+    opts: *mut nri_options,
+    millis: u64,
+    err: *mut *mut nri_error,
+    set: fn(Options, Duration) -> Options,
+) -> nri_status {
     with_options(opts, err, |o| {
         if millis > 0 {
-            *o = std::mem::take(o).request_timeout(Duration::from_millis(millis));
+            *o = set(std::mem::take(o), Duration::from_millis(millis));
         }
         Ok(())
     })

@@ -118,17 +118,26 @@ fn a_builtin_plugin_adjusts_and_validates_through_the_c_abi() {
         );
         let dir = tempfile::tempdir().unwrap();
         let p = CString::new(dir.path().to_str().unwrap()).unwrap();
-        assert_eq!(nri_options_set_plugin_path(opts, p.as_ptr(), null_mut()), nri_status::Ok);
+        assert_eq!(
+            nri_options_set_plugin_path(opts, p.as_ptr(), null_mut()),
+            nri_status::Ok
+        );
         let plugin = nri_builtin_plugin {
             name: c"c-plugin".as_ptr(),
             index: c"10".as_ptr(),
-            events: EventMask::of(&[Event::CREATE_CONTAINER, Event::VALIDATE_CONTAINER_ADJUSTMENT])
-                .raw(),
+            events: EventMask::of(&[
+                Event::CREATE_CONTAINER,
+                Event::VALIDATE_CONTAINER_ADJUSTMENT,
+            ])
+            .raw(),
             handle: Some(builtin),
             user_data: ud,
             free_user_data: Some(free_seen),
         };
-        assert_eq!(nri_options_add_builtin_plugin(opts, &plugin, null_mut()), nri_status::Ok);
+        assert_eq!(
+            nri_options_add_builtin_plugin(opts, &plugin, null_mut()),
+            nri_status::Ok
+        );
     }
     let cbs = nri_callbacks {
         sync: Some(sync),
@@ -139,7 +148,14 @@ fn a_builtin_plugin_adjusts_and_validates_through_the_c_abi() {
     let mut a = null_mut();
     let mut err = null_mut();
     let st = unsafe {
-        nri_adaptation_new(c"rt".as_ptr(), c"1.0".as_ptr(), &cbs, opts, &mut a, &mut err)
+        nri_adaptation_new(
+            c"rt".as_ptr(),
+            c"1.0".as_ptr(),
+            &cbs,
+            opts,
+            &mut a,
+            &mut err,
+        )
     };
     assert_eq!(st, nri_status::Ok);
 
@@ -153,7 +169,10 @@ fn a_builtin_plugin_adjusts_and_validates_through_the_c_abi() {
     let rsp = create(a, "good").unwrap();
     let env = &rsp.adjust.env;
     assert_eq!(env.len(), 1);
-    assert_eq!((env[0].key.as_str(), env[0].value.as_str()), ("FROM_C", "yes"));
+    assert_eq!(
+        (env[0].key.as_str(), env[0].value.as_str()),
+        ("FROM_C", "yes")
+    );
 
     let e = create(a, "evil").unwrap_err();
     assert!(e.starts_with("6: validator"), "{e}");
@@ -206,7 +225,14 @@ fn creation_failures_run_finalizers_and_write_nothing() {
     let mut a = null_mut();
     let mut err = null_mut();
     let st = unsafe {
-        nri_adaptation_new(c"rt".as_ptr(), c"1.0".as_ptr(), &cbs, nri_options_new(), &mut a, &mut err)
+        nri_adaptation_new(
+            c"rt".as_ptr(),
+            c"1.0".as_ptr(),
+            &cbs,
+            nri_options_new(),
+            &mut a,
+            &mut err,
+        )
     };
     assert_eq!(st, nri_status::InvalidArgument);
     assert_eq!(err_text(err), "callbacks.update is NULL");

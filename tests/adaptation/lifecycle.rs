@@ -154,3 +154,45 @@ async fn sixteen_plugins_at_once_and_plugins_leaving_while_events_flow() {
         .unwrap();
     assert_eq!(rsp.adjust.annotations.len(), 8);
 }
+
+/// `stop` waits for the event in progress and refuses later ones, so a
+/// container is never created past a stop without its validators (found by
+/// the C tests: a create racing a stop used to run with no plugins left).
+#[tokio::test]
+async fn a_racing_stop_never_lets_an_unvalidated_container_through() {
+    // A required plugin that never comes: the validator rejects everything.
+    let cfg = nri::validator::DefaultValidatorConfig {
+        enable: true,
+        required_plugins: vec!["never-there".into()],
+        ..Default::default()
+    };
+    for round in 0..20 {
+        let h = Harness::start_with(
+            |o| {
+                o.default_validator(cfg.clone())
+                    .disable_external_connections()
+            },
+            RuntimeState::default(),
+        )
+        .await;
+        h.nri.start().await.unwrap();
+        let creates: Vec<_> = (0..40)
+            .map(|i| {
+                let nri = std::sync::Arc::clone(&h.nri);
+                tokio::spawn(async move {
+                    nri.create_container(create_req("pod0", &format!("c{i}")))
+                        .await
+                })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        h.nri.stop().await;
+        for c in creates {
+            let res = c.await.unwrap();
+            assert!(
+                res.is_err(),
+                "round {round}: a container was created unvalidated"
+            );
+        }
+    }
+}

@@ -10,8 +10,6 @@
 //! Configuration from the runtime (YAML): `logFile`, `events` (a list),
 //! `addAnnotation`, `setAnnotation`, `addEnv`, `setEnv`.
 
-mod output;
-
 use std::sync::Mutex;
 
 use log::{error, info};
@@ -19,8 +17,11 @@ use nri::api::{
     Container, ContainerAdjustment, ContainerUpdate, EventMask, LinuxResources, PodSandbox,
     ValidateContainerAdjustmentRequest,
 };
-use nri::stub::{ConfigureInfo, HandlerResult, Plugin, Stub};
-use output::{dump, many, one, optional, Output};
+use nri::stub::{ConfigureInfo, HandlerResult, Plugin};
+use plugin_kit::config::merge_yaml;
+use plugin_kit::dump::{dump, message as one, messages as many, optional};
+use plugin_kit::logging::Format;
+use plugin_kit::{Flags, Parsed, StubOptions};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -38,17 +39,7 @@ impl Config {
     /// Parses the runtime's configuration on top of `self` (keys it does
     /// not set keep their values, as unmarshalling into Go's struct does).
     fn updated(&self, text: &str) -> Result<Config, String> {
-        let mut value = serde_yaml::to_value(self).map_err(|e| e.to_string())?;
-        let update: serde_yaml::Value = serde_yaml::from_str(text)
-            .map_err(|e| format!("failed to parse provided configuration: {e}"))?;
-        match (&mut value, update) {
-            (serde_yaml::Value::Mapping(base), serde_yaml::Value::Mapping(update)) => {
-                base.extend(update)
-            }
-            (_, serde_yaml::Value::Null) => {}
-            _ => return Err("failed to parse provided configuration: not a mapping".to_string()),
-        }
-        serde_yaml::from_value(value)
+        merge_yaml(self, text, str::to_string)
             .map_err(|e| format!("failed to parse provided configuration: {e}"))
     }
 }
@@ -57,7 +48,6 @@ struct Logger {
     config: Mutex<Config>,
     /// Subscription from `-events`, used when the runtime gives no config.
     mask: EventMask,
-    output: &'static Output,
 }
 
 impl Logger {
@@ -89,8 +79,7 @@ impl Plugin for Logger {
         let mask = EventMask::parse(&new.events)
             .map_err(|e| format!("failed to parse events in configuration: {e}"))?;
         if new.log_file != old.log_file && !new.log_file.is_empty() {
-            self.output
-                .to_file(&new.log_file)
+            plugin_kit::logging::to_file(&new.log_file)
                 .map_err(|e| format!("failed to open log file {:?}: {e}", new.log_file))?;
         }
         *self.config.lock().unwrap_or_else(|p| p.into_inner()) = new;
@@ -102,8 +91,8 @@ impl Plugin for Logger {
         pods: Vec<PodSandbox>,
         containers: Vec<Container>,
     ) -> HandlerResult<Vec<ContainerUpdate>> {
-        dump("Synchronize", "pods", many(&pods));
-        dump("Synchronize", "containers", many(&containers));
+        dump("Synchronize", "pods", &many(&pods));
+        dump("Synchronize", "containers", &many(&containers));
         Ok(Vec::new())
     }
 
@@ -112,7 +101,7 @@ impl Plugin for Logger {
     }
 
     async fn run_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
-        dump("RunPodSandbox", "pod", one(pod));
+        dump("RunPodSandbox", "pod", &one(pod));
         Ok(())
     }
 
@@ -122,24 +111,24 @@ impl Plugin for Logger {
         overhead: Option<&LinuxResources>,
         resources: Option<&LinuxResources>,
     ) -> HandlerResult<()> {
-        dump("UpdatePodSandbox", "pod", one(pod));
-        dump("UpdatePodSandbox", "overheadResources", optional(overhead));
-        dump("UpdatePodSandbox", "resources", optional(resources));
+        dump("UpdatePodSandbox", "pod", &one(pod));
+        dump("UpdatePodSandbox", "overheadResources", &optional(overhead));
+        dump("UpdatePodSandbox", "resources", &optional(resources));
         Ok(())
     }
 
     async fn post_update_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
-        dump("PostUpdatePodSandbox", "pod", one(pod));
+        dump("PostUpdatePodSandbox", "pod", &one(pod));
         Ok(())
     }
 
     async fn stop_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
-        dump("StopPodSandbox", "pod", one(pod));
+        dump("StopPodSandbox", "pod", &one(pod));
         Ok(())
     }
 
     async fn remove_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
-        dump("RemovePodSandbox", "pod", one(pod));
+        dump("RemovePodSandbox", "pod", &one(pod));
         Ok(())
     }
 
@@ -148,8 +137,8 @@ impl Plugin for Logger {
         pod: &PodSandbox,
         ctr: &Container,
     ) -> HandlerResult<(ContainerAdjustment, Vec<ContainerUpdate>)> {
-        dump("CreateContainer", "pod", one(pod));
-        dump("CreateContainer", "container", one(ctr));
+        dump("CreateContainer", "pod", &one(pod));
+        dump("CreateContainer", "container", &one(ctr));
         let cfg = self.config();
         let mut adjust = ContainerAdjustment::new();
         if !cfg.add_annotation.is_empty() {
@@ -170,20 +159,20 @@ impl Plugin for Logger {
     }
 
     async fn post_create_container(&self, pod: &PodSandbox, ctr: &Container) -> HandlerResult<()> {
-        dump("PostCreateContainer", "pod", one(pod));
-        dump("PostCreateContainer", "container", one(ctr));
+        dump("PostCreateContainer", "pod", &one(pod));
+        dump("PostCreateContainer", "container", &one(ctr));
         Ok(())
     }
 
     async fn start_container(&self, pod: &PodSandbox, ctr: &Container) -> HandlerResult<()> {
-        dump("StartContainer", "pod", one(pod));
-        dump("StartContainer", "container", one(ctr));
+        dump("StartContainer", "pod", &one(pod));
+        dump("StartContainer", "container", &one(ctr));
         Ok(())
     }
 
     async fn post_start_container(&self, pod: &PodSandbox, ctr: &Container) -> HandlerResult<()> {
-        dump("PostStartContainer", "pod", one(pod));
-        dump("PostStartContainer", "container", one(ctr));
+        dump("PostStartContainer", "pod", &one(pod));
+        dump("PostStartContainer", "container", &one(ctr));
         Ok(())
     }
 
@@ -193,15 +182,15 @@ impl Plugin for Logger {
         ctr: &Container,
         resources: Option<&LinuxResources>,
     ) -> HandlerResult<Vec<ContainerUpdate>> {
-        dump("UpdateContainer", "pod", one(pod));
-        dump("UpdateContainer", "container", one(ctr));
-        dump("UpdateContainer", "resources", optional(resources));
+        dump("UpdateContainer", "pod", &one(pod));
+        dump("UpdateContainer", "container", &one(ctr));
+        dump("UpdateContainer", "resources", &optional(resources));
         Ok(Vec::new())
     }
 
     async fn post_update_container(&self, pod: &PodSandbox, ctr: &Container) -> HandlerResult<()> {
-        dump("PostUpdateContainer", "pod", one(pod));
-        dump("PostUpdateContainer", "container", one(ctr));
+        dump("PostUpdateContainer", "pod", &one(pod));
+        dump("PostUpdateContainer", "container", &one(ctr));
         Ok(())
     }
 
@@ -210,14 +199,14 @@ impl Plugin for Logger {
         pod: &PodSandbox,
         ctr: &Container,
     ) -> HandlerResult<Vec<ContainerUpdate>> {
-        dump("StopContainer", "pod", one(pod));
-        dump("StopContainer", "container", one(ctr));
+        dump("StopContainer", "pod", &one(pod));
+        dump("StopContainer", "container", &one(ctr));
         Ok(Vec::new())
     }
 
     async fn remove_container(&self, pod: &PodSandbox, ctr: &Container) -> HandlerResult<()> {
-        dump("RemoveContainer", "pod", one(pod));
-        dump("RemoveContainer", "container", one(ctr));
+        dump("RemoveContainer", "pod", &one(pod));
+        dump("RemoveContainer", "container", &one(ctr));
         Ok(())
     }
 
@@ -225,86 +214,66 @@ impl Plugin for Logger {
         &self,
         req: &ValidateContainerAdjustmentRequest,
     ) -> HandlerResult<()> {
-        dump("ValidateContainerAdjustment", "request", one(req));
+        dump("ValidateContainerAdjustment", "request", &one(req));
         Ok(())
     }
 }
 
-#[derive(Debug)]
-struct Flags {
-    idx: Option<String>,
-    name: Option<String>,
-    socket: Option<String>,
-    events: String,
-    config: Config,
+/// The flags of upstream's logger, plus `-name` and `-socket` (nri-rs).
+fn flags() -> Flags {
+    Flags::new("nri-logger")
+        .string("idx", "", "plugin index to register to NRI")
+        .string("name", "", "plugin name to register to NRI (nri-rs)")
+        .string("socket-path", "", "path of the NRI socket file")
+        .string("socket", "", "same as -socket-path (nri-rs)")
+        .string(
+            "events",
+            "",
+            "comma-separated list of events to subscribe for",
+        )
+        .string("log-file", "", "logfile name, if logging to a file")
+        .string("add-annotation", "", "add this annotation to containers")
+        .string("set-annotation", "", "set this annotation on containers")
+        .string(
+            "add-env",
+            "",
+            "add this environment variable for containers",
+        )
+        .string(
+            "set-env",
+            "",
+            "set this environment variable for containers",
+        )
 }
 
-fn parse_flags(args: impl IntoIterator<Item = String>) -> Result<Flags, String> {
-    let mut flags = Flags {
-        idx: None,
-        name: None,
-        socket: None,
-        events: String::new(),
-        config: Config::default(),
-    };
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        // Go's flag package accepts -flag, --flag, -flag=value and --flag=value.
-        let flag = arg.trim_start_matches('-');
-        if flag.len() == arg.len() {
-            return Err(format!("unexpected argument {arg:?}"));
-        }
-        let (flag, inline) = match flag.split_once('=') {
-            Some((f, v)) => (f, Some(v.to_string())),
-            None => (flag, None),
-        };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or(format!("flag needs an argument: -{flag}"))
-        };
-        match flag {
-            "idx" => flags.idx = Some(value()?),
-            "name" => flags.name = Some(value()?),
-            "socket" | "socket-path" => flags.socket = Some(value()?),
-            "events" => flags.events = value()?,
-            "log-file" => flags.config.log_file = value()?,
-            "add-annotation" => flags.config.add_annotation = value()?,
-            "set-annotation" => flags.config.set_annotation = value()?,
-            "add-env" => flags.config.add_env = value()?,
-            "set-env" => flags.config.set_env = value()?,
-            "h" | "help" => return Err(USAGE.to_string()),
-            _ => return Err(format!("flag provided but not defined: -{flag}\n{USAGE}")),
-        }
+/// The configuration the flags give.
+fn flag_config(flags: &Parsed) -> Config {
+    Config {
+        log_file: flags.get("log-file").to_string(),
+        events: Vec::new(),
+        add_annotation: flags.get("add-annotation").to_string(),
+        set_annotation: flags.get("set-annotation").to_string(),
+        add_env: flags.get("add-env").to_string(),
+        set_env: flags.get("set-env").to_string(),
     }
-    Ok(flags)
 }
-
-const USAGE: &str =
-    "usage: nri-logger [-idx NN] [-name NAME] [-socket PATH] [-events LIST] [-log-file PATH] \
-[-add-annotation KEY] [-set-annotation KEY] [-add-env KEY] [-set-env KEY]";
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let output = output::install();
-    let flags = match parse_flags(std::env::args().skip(1)) {
-        Ok(flags) => flags,
-        Err(msg) => {
-            eprintln!("{msg}");
-            std::process::exit(2)
-        }
-    };
-    if !flags.config.log_file.is_empty() {
-        if let Err(e) = output.to_file(&flags.config.log_file) {
-            eprintln!("failed to open log file {:?}: {e}", flags.config.log_file);
+    plugin_kit::logging::init_with(Format::Plain, false);
+    let flags = flags().parse_env_or_exit();
+    let events = flags.get("events").to_string();
+    let config = flag_config(&flags);
+    if !config.log_file.is_empty() {
+        if let Err(e) = plugin_kit::logging::to_file(&config.log_file) {
+            eprintln!("failed to open log file {:?}: {e}", config.log_file);
             std::process::exit(1)
         }
     }
-    let mask = if flags.events.is_empty() {
+    let mask = if events.is_empty() {
         EventMask::EMPTY
     } else {
-        match flags.events.parse::<EventMask>() {
+        match events.parse::<EventMask>() {
             Ok(mask) => mask,
             Err(e) => {
                 error!("failed to parse events: {e}");
@@ -312,43 +281,24 @@ async fn main() {
             }
         }
     };
-    let mut config = flags.config;
-    config.events = flags
-        .events
+    let mut config = config;
+    config.events = events
         .split(',')
         .filter(|s| !s.is_empty())
         .map(String::from)
         .collect();
 
-    let mut builder = Stub::builder().on_close(|| {
-        info!("Connection to the runtime lost, exiting...");
-        std::process::exit(1)
-    });
-    if let Some(idx) = flags.idx {
-        builder = builder.idx(idx);
-    }
-    if let Some(name) = flags.name {
-        builder = builder.name(name);
-    }
-    if let Some(socket) = flags.socket {
-        builder = builder.socket_path(socket);
-    }
+    let opts = StubOptions {
+        name: flags.non_empty("name"),
+        idx: flags.non_empty("idx"),
+        socket_path: flags.non_empty("socket-path").or(flags.non_empty("socket")),
+        exit_on_close: true,
+    };
     let logger = Logger {
         config: Mutex::new(config),
         mask,
-        output,
     };
-    let stub = match builder.build(logger) {
-        Ok(stub) => stub,
-        Err(e) => {
-            error!("failed to create plugin stub: {e}");
-            std::process::exit(1)
-        }
-    };
-    if let Err(e) = stub.run().await {
-        error!("plugin exited with error {e}");
-        std::process::exit(1)
-    }
+    plugin_kit::run_plugin(opts, logger).await
 }
 
 #[cfg(test)]
@@ -361,24 +311,20 @@ mod tests {
 
     #[test]
     fn flags_accept_go_and_gnu_spelling() {
-        let f = parse_flags(args(&[
-            "-idx",
-            "10",
-            "--events=CreateContainer,StopContainer",
-            "-add-env",
-            "FOO",
-        ]))
-        .unwrap();
-        assert_eq!(f.idx.as_deref(), Some("10"));
-        assert_eq!(f.events, "CreateContainer,StopContainer");
-        assert_eq!(f.config.add_env, "FOO");
-        assert!(parse_flags(args(&["-bogus"]))
-            .unwrap_err()
-            .contains("not defined: -bogus"));
-        assert!(parse_flags(args(&["-idx"]))
-            .unwrap_err()
-            .contains("needs an argument"));
-        assert!(parse_flags(args(&["stray"])).is_err());
+        let f = flags()
+            .parse(args(&[
+                "-idx",
+                "10",
+                "--events=CreateContainer,StopContainer",
+                "-add-env",
+                "FOO",
+            ]))
+            .unwrap();
+        assert_eq!(f.get("idx"), "10");
+        assert_eq!(f.get("events"), "CreateContainer,StopContainer");
+        assert_eq!(flag_config(&f).add_env, "FOO");
+        assert!(flags().parse(args(&["-bogus"])).is_err());
+        assert!(flags().parse(args(&["-idx"])).is_err());
     }
 
     #[test]

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Fails unless the native libraries the Makefile links the C tests with
+# (its NRI_NATIVE_LIBS, passed as $1) are exactly those rustc names for the
+# release staticlib, in the same order (rustls-ffi's tests/static_libs.rs).
+# Cargo replays the note from its cache when the build is fresh, so this
+# costs one build of the staticlib the first time only.
+set -eu
+want=$1
+out=$(${CARGO:-cargo} rustc --release --lib --crate-type staticlib -- \
+      --print native-static-libs 2>&1) || { printf '%s\n' "$out" >&2; exit 1; }
+got=$(printf '%s\n' "$out" | sed -n 's/.*native-static-libs: //p' | tail -n 1)
+if [ -z "$got" ]; then
+    printf '%s\n' "$out" >&2
+    echo "check-static-libs: rustc printed no native-static-libs" >&2
+    exit 1
+fi
+if [ "$got" != "$want" ]; then
+    echo "check-static-libs: the Makefile links libnri.a with" >&2
+    echo "    $want" >&2
+    echo "but rustc says it needs" >&2
+    echo "    $got" >&2
+    echo "update NRI_NATIVE_LIBS in the Makefile (and go/adaptation/cgo.go)" >&2
+    exit 1
+fi
+echo "check-static-libs: libnri.a needs $got, as the Makefile says"

@@ -1,0 +1,247 @@
+/* Every option setter has its effect, seen from inside: a builtin
+ * plugin's ConfigureRequest carries the runtime name, NRI version and
+ * timeouts; the socket appears where asked, or not at all; the plugin
+ * directory is scanned; the default validator rejects. */
+#include "harness.h"
+
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Adds the recorder, creates and starts the adaptation. */
+static nri_status start_with_recorder(fixture *f, nri_error **err)
+{
+    fixture_add(f, &f->rec, "rec", "10", 0);
+    return nri_adaptation_start(fixture_new(f), err);
+}
+
+/* The ConfigureRequest the recorder got. */
+static const seen_call *configure_request(fixture *f)
+{
+    const seen_call *c = recorder_last(&f->rec, NRI_BUILTIN_OP_CONFIGURE);
+    assert_non_null(c);
+    return c;
+}
+
+static uint64_t varint_field(const seen_call *c, uint32_t field)
+{
+    pb_field v;
+    assert_true(pb_get(c->req, c->len, field, 0, &v));
+    return v.varint;
+}
+
+static void configure_carries_runtime_and_nri_version(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    char s[64];
+    assert_ok(nri_options_set_nri_version(f->opts, "v0.99.1", &err), &err);
+    assert_ok(start_with_recorder(f, &err), &err);
+    const seen_call *c = configure_request(f);
+    assert_true(pb_get_string(c->req, c->len, F_CONF_RUNTIME_NAME, s, sizeof s));
+    assert_string_equal(s, "c-test");
+    assert_true(pb_get_string(c->req, c->len, F_CONF_RUNTIME_VERSION, s, sizeof s));
+    assert_string_equal(s, "1.0");
+    assert_true(pb_get_string(c->req, c->len, F_CONF_NRI_VERSION, s, sizeof s));
+    assert_string_equal(s, "v0.99.1");
+}
+
+static void nri_version_defaults_to_the_api_version(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    char s[64];
+    assert_ok(start_with_recorder(f, &err), &err);
+    const seen_call *c = configure_request(f);
+    assert_true(pb_get_string(c->req, c->len, F_CONF_NRI_VERSION, s, sizeof s));
+    assert_string_equal(s, nri_api_version());
+}
+
+enum { F_CONF_REGISTRATION_TIMEOUT = 4, F_CONF_REQUEST_TIMEOUT = 5 };
+
+static void per_adaptation_timeouts_win(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    nri_set_plugin_registration_timeout(4321);
+    nri_set_plugin_request_timeout(8765);
+    assert_ok(nri_options_set_registration_timeout(f->opts, 1234, &err), &err);
+    assert_ok(nri_options_set_request_timeout(f->opts, 5678, &err), &err);
+    assert_ok(start_with_recorder(f, &err), &err);
+    const seen_call *c = configure_request(f);
+    assert_int_equal(varint_field(c, F_CONF_REGISTRATION_TIMEOUT), 1234);
+    assert_int_equal(varint_field(c, F_CONF_REQUEST_TIMEOUT), 5678);
+}
+
+static void zero_keeps_the_process_wide_timeouts(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    nri_set_plugin_registration_timeout(4321);
+    nri_set_plugin_request_timeout(8765);
+    assert_ok(nri_options_set_registration_timeout(f->opts, 0, &err), &err);
+    assert_ok(nri_options_set_request_timeout(f->opts, 0, &err), &err);
+    assert_ok(start_with_recorder(f, &err), &err);
+    const seen_call *c = configure_request(f);
+    assert_int_equal(varint_field(c, F_CONF_REGISTRATION_TIMEOUT), 4321);
+    assert_int_equal(varint_field(c, F_CONF_REQUEST_TIMEOUT), 8765);
+    /* Upstream's defaults back: 5 s and 2 s. */
+    nri_set_plugin_registration_timeout(5000);
+    nri_set_plugin_request_timeout(2000);
+}
+
+/* A builtin plugin that takes its time over RunPodSandbox. */
+static void slow_handler(void *ud, nri_builtin_op op, const uint8_t *req, size_t len,
+                         nri_reply *reply)
+{
+    (void)req, (void)len, (void)reply;
+    TH_CHECK(ud == NULL);
+    if (op == NRI_BUILTIN_OP_RUN_POD_SANDBOX)
+        sleep_ms(1500);
+}
+
+static void request_timeout_fails_slow_plugins(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    nri_builtin_plugin slow = { "slow", "10", 0, slow_handler, NULL, NULL };
+    assert_ok(nri_options_set_request_timeout(f->opts, 200, &err), &err);
+    assert_ok(nri_options_add_builtin_plugin(f->opts, &slow, &err), &err);
+    fixture_new(f);
+    assert_ok(nri_adaptation_start(f->a, &err), &err);
+    pb req = { 0 };
+    msg_pod_request(&req, "pod0");
+    assert_fails(nri_adaptation_run_pod_sandbox(f->a, req.data, req.len, &err), &err,
+                 NRI_STATUS_PLUGIN_FAILED, "did not answer RunPodSandbox");
+    pb_free(&req);
+}
+
+static int is_socket(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+static void socket_path_is_where_plugins_connect(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    char sock[512];
+    fixture_external(f);
+    tmp_join(sock, sizeof sock, &f->dir, "custom.sock");
+    assert_ok(nri_options_set_socket_path(f->opts, sock, &err), &err);
+    fixture_new(f);
+    assert_false(is_socket(sock));
+    assert_ok(nri_adaptation_start(f->a, &err), &err);
+    assert_true(is_socket(sock));
+    assert_ok(nri_adaptation_stop(f->a, &err), &err);
+}
+
+static void disabled_external_connections_create_no_socket(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    char sock[512];
+    tmp_join(sock, sizeof sock, &f->dir, "custom.sock");
+    /* A socket path does not undo the disabling. */
+    assert_ok(nri_options_set_socket_path(f->opts, sock, &err), &err);
+    assert_ok(nri_options_disable_external_connections(f->opts, &err), &err);
+    assert_ok(start_with_recorder(f, &err), &err);
+    assert_false(is_socket(sock));
+}
+
+static void plugin_path_is_scanned(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    char path[512];
+    /* An executable not named NN-name fails discovery, as upstream. */
+    tmp_join(path, sizeof path, &f->dir, "scanned");
+    assert_int_equal(mkdir(path, 0755), 0);
+    assert_ok(nri_options_set_plugin_path(f->opts, path, &err), &err);
+    tmp_join(path, sizeof path, &f->dir, "scanned/no-index");
+    write_file(path, "#!/bin/sh\nexit 0\n", 0755);
+    fixture_new(f);
+    assert_fails(nri_adaptation_start(f->a, &err), &err, NRI_STATUS_START_FAILED,
+                 "failed to discover plugins");
+}
+
+static void plugin_config_path_feeds_configure(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    char path[512];
+    /* Drop-ins are for pre-installed plugins, read when they are found:
+     * an unreadable one (a directory) fails the start. */
+    tmp_join(path, sizeof path, &f->dir, "plugins");
+    assert_int_equal(mkdir(path, 0755), 0);
+    tmp_join(path, sizeof path, &f->dir, "plugins/10-true");
+    write_file(path, "#!/bin/sh\nexit 0\n", 0755);
+    tmp_join(path, sizeof path, &f->dir, "dropins");
+    assert_int_equal(mkdir(path, 0755), 0);
+    assert_ok(nri_options_set_plugin_config_path(f->opts, path, &err), &err);
+    tmp_join(path, sizeof path, &f->dir, "dropins/10-true.conf");
+    assert_int_equal(mkdir(path, 0755), 0);
+    fixture_new(f);
+    assert_fails(nri_adaptation_start(f->a, &err), &err, NRI_STATUS_START_FAILED,
+                 "10-true.conf");
+}
+
+static void default_validator_enforces_required_plugins(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    nri_buffer rsp = { 0 };
+    assert_ok(nri_options_set_default_validator(f->opts,
+                                                "enable: true\nrequiredPlugins: [must-have]\n",
+                                                &err),
+              &err);
+    assert_ok(start_with_recorder(f, &err), &err);
+    pb req = { 0 };
+    msg_container_request(&req, "pod0", "ctr0", "ctr0");
+    assert_fails(nri_adaptation_create_container(f->a, req.data, req.len, &rsp, &err), &err,
+                 NRI_STATUS_REJECTED, "must-have");
+    assert_null(rsp.data);
+    pb_free(&req);
+}
+
+static void default_validator_needs_enable(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    nri_buffer rsp = { 0 };
+    /* JSON works too; without enable the validator stays off. An empty
+     * configuration is the default one (off). */
+    assert_ok(nri_options_set_default_validator(f->opts, "", &err), &err);
+    assert_ok(nri_options_set_default_validator(f->opts, "{\"requiredPlugins\": [\"x\"]}", &err),
+              &err);
+    assert_fails(nri_options_set_default_validator(f->opts, "enable: [", &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "invalid default validator config");
+    assert_ok(start_with_recorder(f, &err), &err);
+    pb req = { 0 };
+    msg_container_request(&req, "pod0", "ctr0", "ctr0");
+    assert_ok(nri_adaptation_create_container(f->a, req.data, req.len, &rsp, &err), &err);
+    nri_buffer_free(&rsp);
+    pb_free(&req);
+}
+
+
+int main(void)
+{
+    harness_init();
+    const struct CMUnitTest tests[] = {
+        FIXTURE_TEST(configure_carries_runtime_and_nri_version),
+        FIXTURE_TEST(nri_version_defaults_to_the_api_version),
+        FIXTURE_TEST(per_adaptation_timeouts_win),
+        FIXTURE_TEST(zero_keeps_the_process_wide_timeouts),
+        FIXTURE_TEST(request_timeout_fails_slow_plugins),
+        FIXTURE_TEST(socket_path_is_where_plugins_connect),
+        FIXTURE_TEST(disabled_external_connections_create_no_socket),
+        FIXTURE_TEST(plugin_path_is_scanned),
+        FIXTURE_TEST(plugin_config_path_feeds_configure),
+        FIXTURE_TEST(default_validator_enforces_required_plugins),
+        FIXTURE_TEST(default_validator_needs_enable),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

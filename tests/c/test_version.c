@@ -1,0 +1,84 @@
+/* The version the library reports, the header's version macros and
+ * Cargo.toml agree (rustls-ffi's rustls_header_version test, from C). */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef NRI_CARGO_TOML
+#error "build with -DNRI_CARGO_TOML=\"/path/to/Cargo.toml\""
+#endif
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+/* The `version` of the [package] table of Cargo.toml. */
+static void cargo_version(char *out, size_t cap)
+{
+    char *toml = read_file(NRI_CARGO_TOML);
+    assert_non_null(toml);
+    char *pkg = strstr(toml, "[package]");
+    assert_non_null(pkg);
+    char *line = strstr(pkg, "\nversion = \"");
+    assert_non_null(line);
+    line += strlen("\nversion = \"");
+    char *end = strchr(line, '"');
+    assert_non_null(end);
+    assert_true((size_t)(end - line) < cap);
+    memcpy(out, line, (size_t)(end - line));
+    out[end - line] = '\0';
+    free(toml);
+}
+
+static void library_version_is_cargo_version(void **state)
+{
+    (void)state;
+    char cargo[64];
+    cargo_version(cargo, sizeof cargo);
+    const char *v = nri_version();
+    assert_non_null(v);
+    assert_string_equal(v, cargo);
+    /* Static: the same string every time. */
+    assert_ptr_equal(nri_version(), v);
+}
+
+static void header_macros_are_cargo_version(void **state)
+{
+    (void)state;
+    char cargo[64], parts[64];
+    cargo_version(cargo, sizeof cargo);
+    assert_string_equal(NRI_RS_VERSION, cargo);
+    snprintf(parts, sizeof parts, "%d.%d.%d", NRI_RS_VERSION_MAJOR, NRI_RS_VERSION_MINOR,
+             NRI_RS_VERSION_PATCH);
+    assert_string_equal(parts, cargo);
+    /* The macros are plain integer literals, usable in #if. */
+#if NRI_RS_VERSION_MAJOR < 0 || NRI_RS_VERSION_MINOR < 0 || NRI_RS_VERSION_PATCH < 0
+#error "negative version component"
+#endif
+    assert_string_equal(STR(NRI_RS_VERSION_MAJOR), strtok(cargo, "."));
+}
+
+static void api_version_names_an_upstream_release(void **state)
+{
+    (void)state;
+    const char *v = nri_api_version();
+    assert_non_null(v);
+    unsigned major, minor, patch;
+    char tail;
+    assert_int_equal(sscanf(v, "v%u.%u.%u%c", &major, &minor, &patch, &tail), 3);
+    assert_int_equal(major, 0);
+    assert_true(minor >= 12);
+    assert_ptr_equal(nri_api_version(), v);
+}
+
+int main(void)
+{
+    harness_init();
+    const struct CMUnitTest tests[] = {
+        TEST(library_version_is_cargo_version),
+        TEST(header_macros_are_cargo_version),
+        TEST(api_version_names_an_upstream_release),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# containerd built with nri-rs, running containerd's own NRI end-to-end tests.
+#
+#   tests/e2e/containerd.sh               containerd with the Rust core swapped in
+#   E2E_STOCK=1 tests/e2e/containerd.sh   the same, stock (upstream's Go pkg/adaptation)
+#
+# 1. fetches containerd $CONTAINERD_VERSION through the Go module proxy and
+#    vendors it (cached in build/e2e/src);
+# 2. builds containerd, ctr, the runc shim and the CRI integration test
+#    binary; the nri-rs flavor with `go build -overlay` replacing the files of
+#    the vendored github.com/containerd/nri/pkg/adaptation by go/adaptation's,
+#    cgo pointed at include/ and the release libnri.a (cached in build/e2e/bin,
+#    keyed by version and inputs);
+# 3. runs containerd's Go unit tests of internal/nri and internal/cri/nri;
+# 4. builds the test images offline (busybox-static, a pause binary built
+#    here) and starts containerd under a supervisor that restarts it, with
+#    temp root/state dirs, NRI on /var/run/nri-test.sock, Debian's runc and
+#    CNI plugins, restrict_oom_score_adj (no CAP_SYS_RESOURCE here);
+# 5. runs TestNri* and TestUpdatePodSandboxWithRestart and prints
+#    "e2e-containerd: N passed, N failed, N skipped";
+# 6. tears everything down (also on failure or interrupt).
+#
+# Needs root, Go, cargo, gcc and the Debian packages runc,
+# containernetworking-plugins, busybox-static (see .ci/run).
+source "$(dirname "$0")/lib.sh"
+
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+# The daemon's process name. The restart tests `pkill -x` and `pidof` it by
+# name; a unique one (at most 15 characters) leaves any other containerd on
+# the machine alone.
+DAEMON=containerd-e2e
+NRI_SOCKET=/var/run/nri-test.sock
+BRIDGE=nrirs-e2e0
+SUBNET=10.239.47.0/24
+TESTS='^(TestNri.*|TestUpdatePodSandboxWithRestart)$'
+BUSYBOX_IMAGE=ghcr.io/containerd/busybox:1.36
+PAUSE_IMAGE=registry.k8s.io/pause:3.10.2
+PKG=github.com/containerd/containerd/v2
+
+t0=$(date +%s)
+need_common
+need_cmd pkill procps        # the restart tests kill the daemon by name
+need_cmd pidof sysvinit-utils
+grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
+    die "the kernel has no overlay filesystem (containerd's overlayfs snapshotter needs it)"
+
+e2e_trap
+
+# --- sources and builds --------------------------------------------------------
+src=$(prepare_source containerd "$PKG" "$CONTAINERD_VERSION")
+nri_version=$(vendored_version "$src" github.com/containerd/nri)
+[ -n "$nri_version" ] || die "containerd $CONTAINERD_VERSION vendors no github.com/containerd/nri"
+log "containerd $CONTAINERD_VERSION pins NRI $nri_version"
+
+export GOFLAGS=-mod=vendor
+ld="-X $PKG/version.Version=$CONTAINERD_VERSION -X $PKG/version.Revision=nri-rs-e2e -X $PKG/version.Package=$PKG"
+
+# build_containerd BIN: as containerd's Makefile does it: PIE daemon and
+# tools, a static cgo-less shim; `go test -c` for the integration tests.
+build_containerd() {
+    local bin=$1
+    cd "$src"
+    nice -n 10 go build -buildmode=pie -tags urfave_cli_no_docs -ldflags "$ld" "${OVERLAY_FLAG[@]}" \
+        -o "$bin/$DAEMON" ./cmd/containerd
+    nice -n 10 go build -buildmode=pie -tags urfave_cli_no_docs -ldflags "$ld" -o "$bin/ctr" ./cmd/ctr
+    CGO_ENABLED=0 nice -n 10 go build -tags "urfave_cli_no_docs no_grpc" \
+        -ldflags "$ld -extldflags -static" -o "$bin/containerd-shim-runc-v2" ./cmd/containerd-shim-runc-v2
+    nice -n 10 go test -c "${OVERLAY_FLAG[@]}" -o "$bin/cri-integration.test" ./integration
+}
+
+setup_flavor "containerd-$CONTAINERD_VERSION" "$src" "$nri_version"
+bin=$E2E_BUILD/bin/containerd-$CONTAINERD_VERSION-$(flavor)
+build_cached "$bin" build_containerd "$CONTAINERD_VERSION $ld ${OVERLAY_FLAG[*]}"
+if [ "$(flavor)" = nri-rs ]; then
+    # The swap must be real: the daemon links the Rust core.
+    [ "$(go tool nm "$bin/$DAEMON" | grep -c ' nri_adaptation_new$')" != 0 ] ||
+        die "$bin/$DAEMON does not link nri_adaptation_new: the overlay was not applied"
+fi
+build_secs=$BUILD_SECS
+
+# --- containerd's unit tests of its NRI glue ----------------------------------
+tu=$(date +%s)
+unit_log=$(mktemp)
+on_exit_do rm -f "$unit_log"
+log "running containerd's unit tests of internal/nri and internal/cri/nri ($(flavor))"
+set +e
+(cd "$src" && nice -n 10 go test -count=1 -v "${OVERLAY_FLAG[@]}" ./internal/nri/... ./internal/cri/nri/...) >"$unit_log" 2>&1
+unit_rc=$?
+set -e
+grep -E '^(ok|FAIL|---|panic)' "$unit_log" | grep -vE '^--- PASS' | sed 's/^/e2e:   /' >&2 || true
+unit_passed=$(grep -cE '^\s*--- PASS: ' "$unit_log" || true)
+unit_failed=$(grep -cE '^\s*--- FAIL: ' "$unit_log" || true)
+unit_skipped=$(grep -cE '^\s*--- SKIP: ' "$unit_log" || true)
+if [ "$unit_rc" -ne 0 ] && [ "$unit_failed" = 0 ]; then
+    tail -30 "$unit_log" >&2
+    unit_failed=1
+fi
+unit_secs=$(($(date +%s) - tu))
+
+# --- run containerd -------------------------------------------------------------
+te=$(date +%s)
+begin_run nrirs-containerd "$NRI_SOCKET" "$BRIDGE"
+W=$E2E_WORK
+mkdir -p "$W/opt"
+test_images "$BUSYBOX_IMAGE" "$PAUSE_IMAGE"
+cni_config "$BRIDGE" "$SUBNET"
+
+# containerd v2.4's own format (version 4, `containerd config default`).
+cat >"$W/config.toml" <<EOF
+version = 4
+root = "$W/root"
+state = "$W/state"
+temp = "$W/tmp"
+imports = []
+
+[debug]
+  level = "info"
+
+[plugins]
+  [plugins."io.containerd.server.v1.grpc"]
+    address = "$W/containerd.sock"
+  [plugins."io.containerd.server.v1.ttrpc"]
+    address = "$W/containerd.sock.ttrpc"
+  [plugins."io.containerd.shim.v1.manager"]
+    socket_dir = "$W/s"
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "$W/opt"
+
+  [plugins."io.containerd.cri.v1.images"]
+    snapshotter = "overlayfs"
+    [plugins."io.containerd.cri.v1.images".pinned_images]
+      sandbox = "$PAUSE_IMAGE"
+
+  [plugins."io.containerd.cri.v1.runtime"]
+    # These machines lack CAP_SYS_RESOURCE: without it runc cannot lower the
+    # sandbox's oom_score_adj below containerd's own.
+    restrict_oom_score_adj = true
+    netns_mounts_under_state_dir = true
+    [plugins."io.containerd.cri.v1.runtime".containerd]
+      default_runtime_name = "runc"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+          BinaryName = "$(command -v runc)"
+          Root = "$W/runc"
+          SystemdCgroup = false
+    [plugins."io.containerd.cri.v1.runtime".cni]
+      bin_dirs = ["/usr/lib/cni"]
+      conf_dir = "$W/cni"
+      max_conf_num = 1
+
+  [plugins."io.containerd.nri.v1.nri"]
+    disable = false
+    socket_path = "$NRI_SOCKET"
+    plugin_path = "$W/nri/plugins"
+    plugin_config_path = "$W/nri/conf.d"
+EOF
+
+daemon_log=$W/containerd.log
+export PATH=$bin:$PATH # the shim, for containerd; pkill and pidof for the tests
+start_daemon containerd "$daemon_log" "$NRI_SOCKET" "$bin/ctr" -a "$W/containerd.sock" version -- \
+    "$bin/$DAEMON" --config "$W/config.toml"
+
+for img in busybox pause; do
+    "$bin/ctr" -a "$W/containerd.sock" -n k8s.io images import --all-platforms "$W/images/$img.tar" \
+        >"$W/ctr-import.log" 2>&1 || { cat "$W/ctr-import.log" >&2; die "importing the $img test image failed"; }
+done
+
+# TestNriLinuxCpusetAdjustmentUpdate is racy upstream, whatever the NRI
+# core: its container rewrites /out/result every 0.2 s (the loop assigns
+# cpus="$prev" where it means prev="$cpus", so the "changed" check never
+# holds), and the test reads the file once; a read between the shell's
+# truncate and write sees "" ('expected "Cpus_allowed_list:\t1\n", actual
+# ""'). Seen once in about ten runs here. It gets one retry, reported.
+E2E_RETRY_ONCE=TestNriLinuxCpusetAdjustmentUpdate
+# (its TestMain connects to the daemon, even to list the tests)
+run_tests "$bin/cri-integration.test" "$TESTS" \
+    --cri-endpoint="unix://$W/containerd.sock" --containerd-bin="$DAEMON"
+restarts=$(grep -c '^--- supervisor: daemon exited' "$daemon_log" || true)
+e2e_secs=$(($(date +%s) - te))
+
+what=$(label "containerd $CONTAINERD_VERSION" "$nri_version")
+echo "$what: unit tests of internal/nri, internal/cri/nri (tests and subtests):"
+echo "$(result_name containerd-unit): $unit_passed passed, $unit_failed failed, $unit_skipped skipped"
+echo "$what: NRI integration tests (daemon restarted $restarts times by the supervisor):"
+[ -z "$RETRIED" ] || echo "(passed on a retry: $RETRIED)"
+echo "$(result_name e2e-containerd): $PASSED passed, $FAILED failed, $SKIPPED skipped"
+log "times: build ${build_secs}s, unit ${unit_secs}s, e2e ${e2e_secs}s, total $(($(date +%s) - t0))s"
+[ "$FAILED" = 0 ] && [ "$unit_failed" = 0 ]

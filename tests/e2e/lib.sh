@@ -1,0 +1,611 @@
+# shellcheck shell=bash
+# Shared parts of the e2e runs (containerd.sh, crio.sh): prerequisites,
+# fetching a runtime's source through the Go module proxy, the nri-rs
+# staticlib and overlay, offline test images, a daemon supervisor, result
+# counting and a teardown that leaves no process, mount, cgroup, link or
+# socket behind.
+#
+# Nothing here is specific to one runtime. Everything a run creates lives
+# under one scratch directory ($E2E_WORK, under /tmp so socket paths stay
+# short), except what the tests themselves fix: the NRI socket path and
+# cgroups, which teardown removes by name.
+
+set -euo pipefail
+
+E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+E2E_HERE=$E2E_ROOT/tests/e2e
+E2E_BUILD=${E2E_BUILD:-$E2E_ROOT/build/e2e}
+E2E_STOCK=${E2E_STOCK:-0}
+E2E_WORK=
+E2E_CLEANUPS=()
+E2E_CGROUPS_BEFORE=
+# Names of the cgroups a runtime makes (see teardown_workdir): ids.
+E2E_CGROUP_NAMES='[0-9a-f]{64}'
+
+log() { printf 'e2e: %s\n' "$*" >&2; }
+die() {
+    printf 'e2e: FAILED: %s\n' "$*" >&2
+    exit 1
+}
+
+# --- prerequisites --------------------------------------------------------
+
+need_root() {
+    [ "$(id -u)" = 0 ] || die "must run as root: it starts a container runtime, mounts and network namespaces"
+}
+
+# need_cmd CMD DEBIAN_PACKAGE
+need_cmd() {
+    command -v "$1" >/dev/null 2>&1 ||
+        die "'$1' not found: install the Debian package $2 (.ci/run installs it)"
+}
+
+# need_file PATH DEBIAN_PACKAGE
+need_file() {
+    [ -e "$1" ] || die "$1 not found: install the Debian package $2 (.ci/run installs it)"
+}
+
+need_static_libc() {
+    local a
+    a=$(gcc -print-file-name=libc.a 2>/dev/null || true)
+    [ -f "$a" ] || die "no static libc for the pause binary: install the Debian package libc6-dev"
+}
+
+need_cgroups() {
+    [ -d /sys/fs/cgroup ] && [ -n "$(ls -A /sys/fs/cgroup 2>/dev/null)" ] ||
+        die "no cgroup filesystem at /sys/fs/cgroup: containers cannot run here"
+}
+
+# need_common: what both runs need (root, toolchains, runc, busybox, CNI
+# plugins, ip, cgroups).
+need_common() {
+    need_root
+    need_cmd go "golang (Go 1.26+)"
+    need_cmd cargo "rust (rustup)"
+    need_cmd gcc gcc
+    need_static_libc
+    need_cmd runc runc
+    need_cmd busybox busybox-static
+    local p
+    for p in bridge host-local loopback; do
+        need_file "/usr/lib/cni/$p" containernetworking-plugins
+    done
+    need_cmd ip iproute2
+    need_cmd pgrep procps
+    need_cgroups
+}
+
+# The NRI socket path is fixed by the runtimes' tests. Refuse to run over a
+# socket something else still listens on; remove a stale one.
+claim_nri_socket() {
+    local sock=$1
+    if [ -S "$sock" ]; then
+        if command -v ss >/dev/null 2>&1 && ss -xl 2>/dev/null | grep -qF " $sock "; then
+            die "$sock is in use by another process (is a containerd or CRI-O test instance running?)"
+        fi
+        rm -f "$sock"
+    fi
+    on_exit_do rm -f "$sock"
+}
+
+# del_link NAME: remove a network link this run created (the CNI bridge).
+del_link() {
+    ip link show "$1" >/dev/null 2>&1 || return 0
+    ip link del "$1"
+}
+
+# --- cleanup --------------------------------------------------------------
+
+# on_exit_do CMD...: run CMD at exit, last registered first.
+on_exit_do() {
+    local q
+    printf -v q '%q ' "$@"
+    E2E_CLEANUPS+=("$q")
+}
+
+e2e_exit() {
+    local rc=$? i
+    trap - EXIT INT TERM
+    set +e
+    for ((i = ${#E2E_CLEANUPS[@]} - 1; i >= 0; i--)); do
+        eval "${E2E_CLEANUPS[$i]}"
+    done
+    if [ "${E2E_TEARDOWN_FAILED:-0}" = 1 ] && [ "$rc" = 0 ]; then
+        rc=1
+    fi
+    exit "$rc"
+}
+
+e2e_trap() {
+    trap e2e_exit EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+}
+
+# new_workdir PREFIX: the scratch directory of this run, torn down at exit.
+new_workdir() {
+    E2E_WORK=$(mktemp -d "/tmp/$1.XXXXXX")
+    chmod 755 "$E2E_WORK"
+    E2E_CGROUPS_BEFORE=$E2E_WORK.cgroups-before
+    find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | sort >"$E2E_CGROUPS_BEFORE" || true
+    on_exit_do teardown_workdir
+}
+
+# pids_under DIR: processes whose command line or executable names DIR.
+pids_under() {
+    local dir=$1 p pid exe
+    for p in /proc/[0-9]*; do
+        pid=${p#/proc/}
+        [ "$pid" = "$$" ] && continue
+        [ "$pid" = "${BASHPID:-$$}" ] && continue
+        exe=$(readlink "$p/exe" 2>/dev/null || true)
+        if [[ "$exe" == "$dir"/* ]] ||
+            tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF -- "$dir/"; then
+            echo "$pid"
+        fi
+    done
+}
+
+mounts_under() {
+    awk -v d="$1/" 'index($5, d) == 1 { print $5 }' /proc/self/mountinfo | sort -r
+}
+
+# force_delete_containers RUNC_ROOT...: every container a runc root still holds.
+force_delete_containers() {
+    local root id
+    for root in "$@"; do
+        [ -d "$root" ] || continue
+        for id in $(runc --root "$root" list -q 2>/dev/null); do
+            runc --root "$root" delete --force "$id" >/dev/null 2>&1 || true
+        done
+    done
+}
+
+teardown_workdir() {
+    local dir=$E2E_WORK pids m tries leftover=0
+    [ -n "$dir" ] && [ -d "$dir" ] || return 0
+    # The daemon is gone by now (its supervisor's cleanup ran first); what
+    # is left are containers, shims/monitors and their children.
+    force_delete_containers $(find "$dir" -maxdepth 4 -type d -name 'runc*' 2>/dev/null)
+    for tries in 1 2 3 4 5; do
+        pids=$(pids_under "$dir")
+        [ -z "$pids" ] && break
+        # shellcheck disable=SC2086
+        kill -KILL $pids 2>/dev/null || true
+        sleep 0.5
+    done
+    for tries in 1 2 3; do
+        for m in $(mounts_under "$dir"); do
+            umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+        done
+        [ -z "$(mounts_under "$dir")" ] && break
+        sleep 0.5
+    done
+    # Empty cgroups the runtime created during the run and left behind:
+    # only those named like its own (E2E_CGROUP_NAMES: container and sandbox
+    # ids, the tests' pod parent). Other software on the machine creates and
+    # removes cgroups of its own meanwhile; those are left alone.
+    if [ -f "$E2E_CGROUPS_BEFORE" ]; then
+        find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | sort |
+            comm -13 "$E2E_CGROUPS_BEFORE" - | grep -E "/($E2E_CGROUP_NAMES)\$" | sort -r |
+            while read -r m; do rmdir "$m" 2>/dev/null || true; done
+        rm -f "$E2E_CGROUPS_BEFORE"
+    fi
+    pids=$(pids_under "$dir")
+    if [ -n "$pids" ]; then
+        log "teardown: processes still running: $(echo $pids)"
+        leftover=1
+    fi
+    if [ -n "$(mounts_under "$dir")" ]; then
+        log "teardown: mounts left: $(mounts_under "$dir" | tr '\n' ' ')"
+        leftover=1
+    fi
+    if [ "$leftover" = 1 ]; then
+        log "teardown: $dir kept (not everything could be removed)"
+        E2E_TEARDOWN_FAILED=1
+        return 0
+    fi
+    if [ "${E2E_KEEP:-0}" = 1 ]; then
+        log "teardown: E2E_KEEP=1, logs kept in $dir"
+        find "$dir" -mindepth 1 -maxdepth 1 ! -name '*.log' ! -name '*.toml' ! -name '*.conf' -exec rm -rf {} +
+    else
+        rm -rf "$dir"
+    fi
+}
+
+# --- Go sources through the module proxy -----------------------------------
+
+# prepare_source NAME MODULE VERSION [HOOK]: a writable, vendored copy of
+# MODULE@VERSION under $E2E_BUILD/src/NAME-VERSION, kept between runs. The
+# module zip carries no vendor/ directory; `go mod vendor` recreates the one
+# the release was built with (checked against its go.sum). HOOK runs in the
+# copy before vendoring (e.g. to raise a dependency).
+prepare_source() {
+    local name=$1 module=$2 version=$3 hook=${4:-} src tmp dir
+    src=$E2E_BUILD/src/$name-$version
+    if [ -f "$src/.nrirs-e2e-ready" ]; then
+        echo "$src"
+        return
+    fi
+    mkdir -p "$E2E_BUILD/src"
+    log "fetching $module@$version through the Go module proxy"
+    dir=$(cd "$E2E_BUILD" && GOFLAGS=-mod=mod go mod download -json "$module@$version" |
+        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    [ -n "$dir" ] && [ -f "$dir/go.mod" ] || die "could not download $module@$version from the Go module proxy"
+    tmp=$src.tmp
+    rm -rf "$tmp" "$src"
+    cp -r "$dir" "$tmp"
+    chmod -R u+w "$tmp"
+    if [ -n "$hook" ]; then
+        (cd "$tmp" && "$hook") >&2 || die "preparing $name $version failed"
+    fi
+    log "vendoring $name $version (go mod vendor)"
+    (cd "$tmp" && GOFLAGS= nice -n 10 go mod vendor) >&2 || die "go mod vendor failed for $name $version"
+    touch "$tmp/.nrirs-e2e-ready"
+    mv "$tmp" "$src"
+    echo "$src"
+}
+
+# vendored_version SRC MODULE: the version SRC's vendor/modules.txt pins.
+vendored_version() {
+    awk -v m="$2" '$1 == "#" && $2 == m { print $3; exit }' "$1/vendor/modules.txt"
+}
+
+# --- nri-rs -----------------------------------------------------------------
+
+# nri_rs_env: builds the RELEASE staticlib and points cgo at it and at
+# include/. Sets NRI_RS_VERSION. A runtime build without it links nothing
+# of nri-rs (the stock build).
+nri_rs_env() {
+    local target
+    log "building the nri-rs staticlib (cargo build --release --lib)"
+    (cd "$E2E_ROOT" && nice -n 10 cargo build --release --lib) >&2 || die "cargo build --release --lib failed"
+    target=$(cd "$E2E_ROOT" && cargo metadata --format-version 1 --no-deps |
+        grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)
+    [ -f "$target/release/libnri.a" ] || die "$target/release/libnri.a was not built"
+    NRI_LIB_DIR=$target/release
+    NRI_RS_VERSION=$(cd "$E2E_ROOT" && cargo metadata --format-version 1 --no-deps |
+        grep -o '"name":"nri-rs","version":"[^"]*"' | cut -d'"' -f8)
+    # Replace, not append: `make` exports flags for the debug library, and
+    # the first -L that has libnri.a wins.
+    export CGO_CFLAGS="-I$E2E_ROOT/include -O2 -g"
+    export CGO_LDFLAGS="-L$NRI_LIB_DIR"
+}
+
+stock_env() {
+    unset CGO_CFLAGS CGO_LDFLAGS
+    NRI_RS_VERSION=
+}
+
+# flavor: what this run builds and tests.
+flavor() { if [ "$E2E_STOCK" = 1 ]; then echo stock; else echo nri-rs; fi; }
+
+# setup_flavor NAME SRC NRI_VERSION: for the nri-rs flavor, the staticlib, cgo
+# flags and the overlay over SRC's vendored pkg/adaptation, in OVERLAY_FLAG
+# (the go flag to pass); for the stock flavor, no cgo flags and no overlay.
+setup_flavor() {
+    local overlay=$E2E_BUILD/overlay-$1.json
+    OVERLAY_FLAG=()
+    if [ "$(flavor)" = stock ]; then
+        stock_env
+        return
+    fi
+    nri_rs_env
+    "$E2E_HERE/overlay.sh" "$2/vendor/github.com/containerd/nri/pkg/adaptation" "$3" "$overlay"
+    OVERLAY_FLAG=(-overlay "$overlay")
+}
+
+# label RUNTIME NRI_VERSION: "containerd v2.4.2 (NRI v0.12.3) with nri-rs 0.1.0" or "... stock".
+label() {
+    if [ "$(flavor)" = stock ]; then echo "$1 (NRI $2) stock"; else echo "$1 (NRI $2) with nri-rs $NRI_RS_VERSION"; fi
+}
+
+# result_name NAME: NAME, or NAME-stock for the stock flavor.
+result_name() {
+    if [ "$(flavor)" = stock ]; then echo "$1-stock"; else echo "$1"; fi
+}
+
+# build_cached BIN FUNC DESCRIPTION: runs `FUNC BIN` (in a subshell) unless
+# BIN holds a build of the same inputs: FUNC's code, DESCRIPTION (version,
+# flags) and, for the nri-rs flavor, every file nri-rs contributes (the
+# overlay, go/adaptation, nri.h, libnri.a). Sets BUILD_SECS.
+build_cached() {
+    local bin=$1 func=$2 desc=$3 key t
+    t=$(date +%s)
+    key=$(
+        {
+            declare -f "$func"
+            printf '%s\n' "$desc" "$(flavor)"
+            if [ "$(flavor)" = nri-rs ]; then
+                cat "$NRI_LIB_DIR/libnri.a" "$E2E_ROOT/include/nri.h" "$E2E_ROOT"/go/adaptation/*
+            fi
+        } | sha256sum | cut -c1-16
+    )
+    if [ "$(cat "$bin/.key" 2>/dev/null)" = "$key" ]; then
+        log "$(basename "$bin") is up to date in $bin"
+    else
+        log "building $(basename "$bin") into $bin"
+        rm -rf "$bin"
+        mkdir -p "$bin"
+        ("$func" "$bin") || die "building $(basename "$bin") failed"
+        echo "$key" >"$bin/.key"
+    fi
+    BUILD_SECS=$(($(date +%s) - t))
+}
+
+# --- test images, built offline ---------------------------------------------
+
+image_arch() {
+    case "$(uname -m)" in
+    x86_64) echo amd64 ;;
+    aarch64) echo arm64 ;;
+    *) die "unsupported architecture $(uname -m)" ;;
+    esac
+}
+
+# busybox_rootfs DIR: busybox from Debian's busybox-static, one link per applet.
+busybox_rootfs() {
+    local d=$1 a bb
+    bb=$(command -v busybox)
+    mkdir -p "$d"/bin "$d"/etc "$d"/tmp "$d"/proc "$d"/sys "$d"/dev "$d"/root "$d"/var
+    chmod 1777 "$d/tmp"
+    cp "$bb" "$d/bin/busybox"
+    for a in $("$d/bin/busybox" --list); do
+        [ "$a" = busybox ] || ln -sf busybox "$d/bin/$a"
+    done
+    printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' >"$d/etc/passwd"
+    printf 'root:x:0:\nnobody:x:65534:\n' >"$d/etc/group"
+}
+
+# pause_rootfs DIR: tests/e2e/pause.c, linked statically.
+pause_rootfs() {
+    mkdir -p "$1"
+    gcc -static -Os -o "$1/pause" "$E2E_HERE/pause.c" || die "building the pause binary failed (gcc, libc6-dev)"
+    strip "$1/pause" 2>/dev/null || true
+}
+
+# oci_archive OUT NAME ROOTFS CMD...: an OCI image layout tarball holding one
+# image, named NAME (io.containerd.image.name; ref.name is the tag).
+oci_archive() {
+    local out=$1 name=$2 rootfs=$3 d arch layer ldig lsize cdig csize mdig msize cmd="" a
+    shift 3
+    for a in "$@"; do cmd+="${cmd:+,}\"$a\""; done
+    arch=$(image_arch)
+    d=$(mktemp -d)
+    mkdir -p "$d/blobs/sha256"
+    tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 -C "$rootfs" -cf "$d/layer.tar" .
+    ldig=$(sha256sum "$d/layer.tar" | cut -d' ' -f1)
+    lsize=$(stat -c %s "$d/layer.tar")
+    mv "$d/layer.tar" "$d/blobs/sha256/$ldig"
+    printf '{"architecture":"%s","os":"linux","config":{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"Cmd":[%s]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created_by":"nri-rs tests/e2e"}]}' \
+        "$arch" "$cmd" "$ldig" >"$d/config.json"
+    cdig=$(sha256sum "$d/config.json" | cut -d' ' -f1)
+    csize=$(stat -c %s "$d/config.json")
+    mv "$d/config.json" "$d/blobs/sha256/$cdig"
+    printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:%s","size":%s}]}' \
+        "$cdig" "$csize" "$ldig" "$lsize" >"$d/manifest.json"
+    mdig=$(sha256sum "$d/manifest.json" | cut -d' ' -f1)
+    msize=$(stat -c %s "$d/manifest.json")
+    mv "$d/manifest.json" "$d/blobs/sha256/$mdig"
+    printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"platform":{"architecture":"%s","os":"linux"},"annotations":{"io.containerd.image.name":"%s","org.opencontainers.image.ref.name":"%s"}}]}' \
+        "$mdig" "$msize" "$arch" "$name" "${name##*:}" >"$d/index.json"
+    printf '{"imageLayoutVersion":"1.0.0"}' >"$d/oci-layout"
+    tar -C "$d" -cf "$out" oci-layout index.json blobs
+    rm -rf "$d"
+}
+
+# test_images BUSYBOX_NAME PAUSE_NAME: $E2E_WORK/images/busybox.tar and pause.tar.
+test_images() {
+    local d=$E2E_WORK/images
+    busybox_rootfs "$d/busybox"
+    pause_rootfs "$d/pause"
+    oci_archive "$d/busybox.tar" "$1" "$d/busybox" /bin/sh
+    oci_archive "$d/pause.tar" "$2" "$d/pause" /pause
+}
+
+# cni_config BRIDGE SUBNET: $E2E_WORK/cni/10-nrirs-e2e.conflist, a bridge with
+# no gateway and no masquerading (pods get addresses, no route out), its
+# IPAM state in the scratch directory.
+cni_config() {
+    cat >"$E2E_WORK/cni/10-nrirs-e2e.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "nrirs-e2e",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "$1",
+      "isGateway": false,
+      "ipMasq": false,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{"subnet": "$2"}]],
+        "dataDir": "$E2E_WORK/cni-ipam"
+      }
+    },
+    {"type": "loopback"}
+  ]
+}
+EOF
+}
+
+# begin_run PREFIX NRI_SOCKET BRIDGE: claims the NRI socket and the bridge
+# name, makes the scratch directory ($E2E_WORK) with cni/, images/, nri/.
+begin_run() {
+    claim_nri_socket "$2"
+    del_link "$3" # left by an interrupted run
+    on_exit_do del_link "$3"
+    new_workdir "$1"
+    mkdir -p "$E2E_WORK/cni" "$E2E_WORK/images" "$E2E_WORK/nri/plugins" "$E2E_WORK/nri/conf.d"
+}
+
+# --- the daemon ---------------------------------------------------------------
+
+# supervise LOG CMD...: runs CMD, restarting it $E2E_RESTART_WAIT seconds
+# after it exits, until stop_supervisor. containerd's restart tests kill the
+# daemon, poll `pidof` once a second until it is gone, then wait up to 30 s
+# for it to be back: a restart within a second can be missed (the test then
+# fails with "wait for containerd to be killed"). containerd's CI waits 10 s
+# (RESTART_WAIT_PERIOD in script/test/utils.sh), and so does this.
+E2E_RESTART_WAIT=${E2E_RESTART_WAIT:-10}
+supervise() {
+    local logf=$1
+    shift
+    rm -f "$E2E_WORK/supervisor.stop"
+    (
+        trap '' INT
+        while [ ! -e "$E2E_WORK/supervisor.stop" ]; do
+            "$@" >>"$logf" 2>&1 &
+            wait $! || true
+            echo "--- supervisor: daemon exited, restarting in ${E2E_RESTART_WAIT}s ---" >>"$logf"
+            sleep "$E2E_RESTART_WAIT" &
+            wait $! || true
+        done
+    ) &
+    E2E_SUPERVISOR=$!
+    on_exit_do stop_supervisor
+}
+
+stop_supervisor() {
+    local sup=${E2E_SUPERVISOR:-} kids k i
+    [ -n "$sup" ] || return 0
+    touch "$E2E_WORK/supervisor.stop"
+    # Freeze the loop so it starts nothing new, then stop its children (the
+    # daemon, or the sleep before a restart): TERM, and KILL after 10 s.
+    kill -STOP "$sup" 2>/dev/null || true
+    kids=$(pgrep -P "$sup" || true)
+    for k in $kids; do kill -TERM "$k" 2>/dev/null || true; done
+    for i in $(seq 1 40); do
+        for k in $kids; do kill -0 "$k" 2>/dev/null && break; k=; done
+        [ -z "$k" ] && break
+        sleep 0.25
+    done
+    for k in $kids; do kill -KILL "$k" 2>/dev/null || true; done
+    kill -KILL "$sup" 2>/dev/null || true
+    wait "$sup" 2>/dev/null || true
+    E2E_SUPERVISOR=
+}
+
+# wait_for SECONDS WHAT CMD...: until CMD succeeds.
+wait_for() {
+    local secs=$1 what=$2 i
+    shift 2
+    for ((i = 0; i < secs * 4; i++)); do
+        "$@" >/dev/null 2>&1 && return 0
+        sleep 0.25
+    done
+    return 1
+}
+
+# check_startup_line LOG NAME: the swapped daemon must say it runs nri-rs,
+# the stock one must not.
+check_startup_line() {
+    local logf=$1 name=$2 line
+    line=$(grep -m1 -o 'runtime interface created (nri-rs [^)]*)' "$logf" || true)
+    if [ "$E2E_STOCK" = 1 ]; then
+        [ -z "$line" ] || die "the stock $name logged '$line'"
+        log "$name runs upstream's pkg/adaptation (no nri-rs start-up line)"
+    else
+        [ -n "$line" ] || die "the $name built with nri-rs did not log 'runtime interface created (nri-rs ...)'; see $logf"
+        case "$line" in *"nri-rs $NRI_RS_VERSION,"*) ;; *) die "$name logged '$line', expected nri-rs $NRI_RS_VERSION" ;; esac
+        log "$name says: $line"
+    fi
+}
+
+# start_daemon NAME LOG NRI_SOCKET READY_CMD -- CMD...: CMD under the
+# supervisor; waits until READY_CMD succeeds and the NRI socket exists,
+# then checks the start-up line.
+start_daemon() {
+    local name=$1 logf=$2 sock=$3 ready=()
+    shift 3
+    while [ "$1" != -- ]; do
+        ready+=("$1")
+        shift
+    done
+    shift
+    : >"$logf"
+    log "starting $name ($(flavor)) in $E2E_WORK"
+    supervise "$logf" "$@"
+    wait_for 60 "$name" "${ready[@]}" ||
+        { tail -40 "$logf" >&2; die "$name did not come up"; }
+    wait_for 30 "the NRI socket" test -S "$sock" ||
+        { tail -40 "$logf" >&2; die "$name did not open the NRI socket $sock"; }
+    check_startup_line "$logf" "$name"
+}
+
+# --- results -------------------------------------------------------------------
+
+# count_results LOG EXPECTED: counts top-level tests of a `-test.v` log.
+# A test of EXPECTED (one name a line) that never reported counts as failed.
+# Sets PASSED FAILED SKIPPED and prints failures and skip reasons.
+count_results() {
+    local logf=$1 expected=$2 t
+    PASSED=$(grep -cE '^--- PASS: ' "$logf" || true)
+    FAILED=$(grep -cE '^--- FAIL: ' "$logf" || true)
+    SKIPPED=$(grep -cE '^--- SKIP: ' "$logf" || true)
+    while read -r t; do
+        [ -n "$t" ] || continue
+        if ! grep -qE "^--- (PASS|FAIL|SKIP): $t " "$logf"; then
+            log "$t did not report a result"
+            FAILED=$((FAILED + 1))
+        fi
+    done <"$expected"
+    grep -E '^--- FAIL: ' "$logf" | sed 's/^/e2e:   /' >&2 || true
+    # go test -v prints a test's log (the skip reason last) before its result.
+    grep -B1 -E '^--- SKIP: ' "$logf" | grep -vE '^--$' | sed 's/^ */e2e:   /' >&2 || true
+}
+
+# run_tests BIN REGEXP ARGS...: lists, then runs, the tests of the Go test
+# binary BIN matching REGEXP (ARGS go to both), in $E2E_WORK, with a 15
+# minute limit; counts them (count_results). A failed test named in
+# E2E_RETRY_ONCE (a known-racy upstream test, see the caller) runs once more
+# on its own; passing then, it counts as passed and the retry is reported
+# (RETRIED). Keeps the scratch directory's logs when a test failed.
+run_tests() {
+    local bin=$1 re=$2 rc t
+    shift 2
+    local logf=$E2E_WORK/tests.log expected=$E2E_WORK/tests.expected
+    RETRIED=
+    "$bin" -test.list "$re" "$@" >"$expected" 2>"$E2E_WORK/tests.list.log" ||
+        { cat "$E2E_WORK/tests.list.log" >&2; die "listing the tests of $(basename "$bin") failed"; }
+    [ -s "$expected" ] || die "$(basename "$bin") has no test matching $re"
+    log "running $(wc -l <"$expected") tests: $(tr '\n' ' ' <"$expected")"
+    rc=0
+    go_test_binary "$bin" "$re" "$logf" "$@" || rc=$?
+    count_results "$logf" "$expected"
+    if [ "$rc" -ne 0 ] && [ "$FAILED" = 0 ]; then
+        tail -40 "$logf" >&2
+        FAILED=1
+    fi
+    for t in ${E2E_RETRY_ONCE:-}; do
+        grep -qE "^--- FAIL: $t " "$logf" || continue
+        log "$t failed; it is a known-racy upstream test: running it once more"
+        if go_test_binary "$bin" "^$t\$" "$E2E_WORK/tests.retry-$t.log" "$@" &&
+            grep -qE "^--- PASS: $t " "$E2E_WORK/tests.retry-$t.log"; then
+            FAILED=$((FAILED - 1))
+            PASSED=$((PASSED + 1))
+            RETRIED+="${RETRIED:+, }$t"
+            log "$t passed on its retry"
+        fi
+    done
+    if [ "$FAILED" != 0 ] || [ -n "$RETRIED" ]; then
+        E2E_KEEP=1
+    fi
+    [ "${E2E_KEEP:-0}" = 1 ] && log "logs: $E2E_WORK" || true
+}
+
+# go_test_binary BIN REGEXP LOG ARGS...: one run of a Go test binary, its
+# exit status returned. In the background, so that a signal to this script
+# runs its exit trap (teardown) at once rather than after the tests.
+go_test_binary() {
+    local bin=$1 re=$2 logf=$3 rc
+    shift 3
+    set +e
+    (cd "$E2E_WORK" && exec timeout 900 "$bin" -test.v -test.count=1 -test.run "$re" -test.timeout 14m "$@") \
+        >"$logf" 2>&1 &
+    wait $!
+    rc=$?
+    set -e
+    [ "${E2E_VERBOSE:-0}" = 1 ] && cat "$logf" >&2
+    return "$rc"
+}
