@@ -8,12 +8,12 @@ TOOLS      := $(CURDIR)/build/tools
 CBINDGEN   := $(TOOLS)/bin/cbindgen
 GO_TEST_FLAGS ?= -count=1
 # The Go wrapper (go/adaptation) links the Rust staticlib through cgo.
-TARGET_DIR ?= $(CURDIR)/target
+TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 NRI_LIB_DIR ?= $(TARGET_DIR)/debug
 export CGO_CFLAGS  := -I$(CURDIR)/include $(or $(CGO_CFLAGS),-O2 -g)
 export CGO_LDFLAGS := -L$(NRI_LIB_DIR) $(CGO_LDFLAGS)
 
-.PHONY: all build demo demo-go example test test-rust test-go test-c conformance e2e e2e-containerd e2e-crio header check-header fmt clean
+.PHONY: all build demo demo-go example test test-rust test-go test-c conformance e2e e2e-containerd e2e-crio bench bench-run header check-header fmt clean
 
 all: build
 
@@ -45,7 +45,7 @@ test-rust:
 # cgocheck2 checks every pointer that crosses into C.
 test-go: build
 	cd go && $(GO) vet ./...
-	cd go && GOEXPERIMENT=cgocheck2 $(GO) test $(GO_TEST_FLAGS) -race ./...
+	cd go && NRI_BENCH_BIN=$(TARGET_DIR)/debug GOEXPERIMENT=cgocheck2 $(GO) test $(GO_TEST_FLAGS) -race ./...
 	@# The spec generator's differential counts (the test passed above).
 	cd go && GOEXPERIMENT=cgocheck2 $(GO) test -race -count=1 -run '^TestDifferential$$' -v ./generate/ | grep '^spec generator'
 	tests/conformance/build-against.sh v0.12.0
@@ -79,6 +79,27 @@ e2e-containerd:
 
 e2e-crio:
 	E2E_STOCK=$(E2E_STOCK) tests/e2e/crio.sh
+
+## bench: upstream Go NRI and nri-rs side by side (go/bench, issue 7): writes
+## docs/performance.json, docs/PERFORMANCE.md and docs/performance.png. Takes
+## a while; run it on an otherwise idle machine. BENCH_FLAGS adds flags
+## (e.g. BENCH_FLAGS="-rounds 2 -ops 500 -v"). `make test` runs a smoke
+## version of it (go/bench/bench_test.go).
+BENCH_DIR := $(CURDIR)/build/bench
+BENCH_FLAGS ?= -v
+bench:
+	$(CARGO) build --release --lib
+	$(CARGO) build --release -p nri-test-tools --bin nri-bench-plugin --bin nri-bench-core
+	$(MAKE) --no-print-directory bench-run NRI_LIB_DIR=$(TARGET_DIR)/release
+
+# The benchmark program links the release staticlib (NRI_LIB_DIR, set by bench).
+bench-run:
+	cd go && CGO_ENABLED=0 $(GO) build -o $(BENCH_DIR)/goplugin ./bench/goplugin
+	@# cgo does not track libnri.a: remove the program so it is linked afresh.
+	rm -f $(BENCH_DIR)/nri-bench
+	cd go && $(GO) build -o $(BENCH_DIR)/nri-bench ./bench
+	$(BENCH_DIR)/nri-bench -bin $(TARGET_DIR)/release -goplugin $(BENCH_DIR)/goplugin \
+	  -out docs/performance.json -doc docs/PERFORMANCE.md -png docs/performance.png $(BENCH_FLAGS)
 
 ## header: regenerate include/nri.h with the pinned cbindgen
 header: $(CBINDGEN)

@@ -26,15 +26,34 @@ fn field_size(len: usize) -> usize {
 }
 
 /// The size of the ttrpc request envelope carrying `req`.
+#[cfg(test)]
 fn envelope_size(req: &SynchronizeRequest) -> usize {
-    let payload = req.compute_size() as usize;
+    envelope_size_for(req.compute_size() as usize)
+}
+
+/// The size of the ttrpc request envelope carrying a payload of `payload` bytes.
+fn envelope_size_for(payload: usize) -> usize {
     // service, method, payload, and at most 11 bytes of timeout_nano.
     field_size(SERVICE.len()) + field_size(METHOD.len()) + field_size(payload) + 11
+}
+
+/// The encoded size of a `SynchronizeRequest` whose repeated fields hold
+/// objects of these encoded sizes (field tags below 16: one byte each).
+fn payload_size(pods: &[usize], ctrs: &[usize], more: bool) -> usize {
+    pods.iter()
+        .chain(ctrs)
+        .map(|&n| field_size(n))
+        .sum::<usize>()
+        + if more { 2 } else { 0 }
 }
 
 /// Sends the state to `plugin` and returns the updates of its final reply.
 /// Everything goes in one message if it fits; otherwise in chunks whose
 /// size shrinks as upstream's does. One deadline covers all messages.
+///
+/// Each object is sized once and a chunk's size is added up from those
+/// sizes, so no message is built only to find it too large; a chunk's
+/// objects are moved into its message, never copied.
 pub(crate) async fn synchronize(
     plugin: &Plugin,
     pods: Vec<PodSandbox>,
@@ -42,25 +61,33 @@ pub(crate) async fn synchronize(
     timeout: std::time::Duration,
 ) -> Result<Vec<ContainerUpdate>, Error> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut pods = std::collections::VecDeque::from(pods);
-    let mut ctrs = std::collections::VecDeque::from(containers);
-    let (mut pods_per_msg, mut ctrs_per_msg) = (pods.len(), ctrs.len());
+    let pod_sizes: Vec<usize> = pods.iter().map(|p| p.compute_size() as usize).collect();
+    let ctr_sizes: Vec<usize> = containers
+        .iter()
+        .map(|c| c.compute_size() as usize)
+        .collect();
+    let (mut pod_sizes, mut ctr_sizes) = (&pod_sizes[..], &ctr_sizes[..]);
+    let mut pods = pods.into_iter();
+    let mut ctrs = containers.into_iter();
+    let (mut pods_per_msg, mut ctrs_per_msg) = (pod_sizes.len(), ctr_sizes.len());
     loop {
         // Shrinking truncates: a count of 0 would never send that kind of
         // object and loop until the deadline (upstream does), so at least 1.
-        let np = pods_per_msg.max(1).min(pods.len());
-        let nc = ctrs_per_msg.max(1).min(ctrs.len());
-        let req = SynchronizeRequest {
-            pods: pods.iter().take(np).cloned().collect(),
-            containers: ctrs.iter().take(nc).cloned().collect(),
-            more: np < pods.len() || nc < ctrs.len(),
-            ..Default::default()
-        };
-        let size = envelope_size(&req);
+        let np = pods_per_msg.max(1).min(pod_sizes.len());
+        let nc = ctrs_per_msg.max(1).min(ctr_sizes.len());
+        let more = np < pod_sizes.len() || nc < ctr_sizes.len();
+        let size = envelope_size_for(payload_size(&pod_sizes[..np], &ctr_sizes[..nc], more));
         if size > MAX_TTRPC_MESSAGE {
             (pods_per_msg, ctrs_per_msg) = smaller_chunks(np, nc, size)?;
             continue;
         }
+        let req = SynchronizeRequest {
+            pods: pods.by_ref().take(np).collect(),
+            containers: ctrs.by_ref().take(nc).collect(),
+            more,
+            ..Default::default()
+        };
+        (pod_sizes, ctr_sizes) = (&pod_sizes[np..], &ctr_sizes[nc..]);
         let rpl = plugin.send_synchronize(&req, deadline).await?;
         if !req.more {
             return Ok(rpl.update);
@@ -70,8 +97,6 @@ pub(crate) async fn synchronize(
                 "plugin does not handle split sync requests".to_string(),
             ));
         }
-        pods.drain(..np);
-        ctrs.drain(..nc);
     }
 }
 
@@ -164,6 +189,42 @@ mod tests {
             err.to_string(),
             "failed to synchronize plugin with split messages"
         );
+    }
+
+    #[test]
+    fn payload_size_is_the_encoded_size() {
+        let pods: Vec<PodSandbox> = (0..3)
+            .map(|i| PodSandbox {
+                id: format!("pod-{i}").repeat(40 * i + 1),
+                ..Default::default()
+            })
+            .collect();
+        let ctrs: Vec<Container> = (0..5)
+            .map(|i| Container {
+                id: "c".repeat(100 * i),
+                pod_sandbox_id: "pod-0".into(),
+                args: vec!["x".repeat(200); i],
+                ..Default::default()
+            })
+            .collect();
+        for more in [false, true] {
+            let req = SynchronizeRequest {
+                pods: pods.clone(),
+                containers: ctrs.clone(),
+                more,
+                ..Default::default()
+            };
+            let pod_sizes: Vec<usize> = pods.iter().map(|p| p.compute_size() as usize).collect();
+            let ctr_sizes: Vec<usize> = ctrs.iter().map(|c| c.compute_size() as usize).collect();
+            assert_eq!(
+                payload_size(&pod_sizes, &ctr_sizes, more),
+                req.write_to_bytes().unwrap().len()
+            );
+            assert_eq!(
+                envelope_size_for(payload_size(&pod_sizes, &ctr_sizes, more)),
+                envelope_size(&req)
+            );
+        }
     }
 
     #[test]

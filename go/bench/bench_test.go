@@ -1,0 +1,140 @@
+package main
+
+import (
+	"encoding/json"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The smoke run of `make test`: every case, floor, configuration and
+// layout for a few iterations, then the report and the plot from its
+// results. It checks that everything ran and was reported, never timings.
+
+func TestMain(m *testing.M) {
+	runChild() // the floors' peers re-execute this test binary
+	os.Exit(m.Run())
+}
+
+// rustBin is where the Rust bench binaries are: NRI_BENCH_BIN, else the
+// debug build under CARGO_TARGET_DIR or the repository's target/.
+func rustBin() string {
+	if d := os.Getenv("NRI_BENCH_BIN"); d != "" {
+		return d
+	}
+	if d := os.Getenv("CARGO_TARGET_DIR"); d != "" {
+		return filepath.Join(d, "debug")
+	}
+	return "../../target/debug"
+}
+
+func buildGoPlugin(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "goplugin")
+	cmd := exec.Command("go", "build", "-o", out, "./goplugin")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build goplugin: %v\n%s", err, b)
+	}
+	return out
+}
+
+func TestSmoke(t *testing.T) {
+	bin := rustBin()
+	for _, b := range []string{"nri-bench-plugin", "nri-bench-core"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			t.Fatalf("%v (build the workspace first: cargo build --workspace, or set NRI_BENCH_BIN)", err)
+		}
+	}
+	bins := binaries{goPlugin: buildGoPlugin(t), rustPlugin: filepath.Join(bin, "nri-bench-plugin"), core: filepath.Join(bin, "nri-bench-core")}
+	res, err := run(smokeSettings("", `^(floor-raw|create-typical-1)$`), bins, testing.Verbose(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	want := map[string]int{"floor-raw": 1, "floor-raw-4MiB": 1, "floor-ttrpc": 1, "floor-ttrpc-mux": 1,
+		"create-none": 2, "create-typical-1": 4, "create-typical-4": 4, "create-typical-8": 4, "create-noop-1": 4, "create-noop-4": 4,
+		"create-noop-8": 4, "update-typical-4": 4, "lifecycle-typical-4": 4, "sync-100": 4,
+		"floor-raw@pinned": 1, "create-typical-1@pinned": 4}
+	for _, c := range res.Cases {
+		n, ok := want[c.Name]
+		if !ok {
+			t.Errorf("unexpected case %s", c.Name)
+			continue
+		}
+		delete(want, c.Name)
+		if len(c.Configs) != n {
+			t.Errorf("%s: %d configurations, want %d", c.Name, len(c.Configs), n)
+		}
+		for _, cf := range c.Configs {
+			if len(cf.Errors) > 0 || len(cf.Rounds) != 2 {
+				t.Errorf("%s %s/%s: %d rounds, errors %v", c.Name, cf.Impl, cf.Stub, len(cf.Rounds), cf.Errors)
+			}
+			if cf.P50us <= 0 || cf.P99us < cf.P50us {
+				t.Errorf("%s %s/%s: p50 %v p99 %v", c.Name, cf.Impl, cf.Stub, cf.P50us, cf.P99us)
+			}
+			if c.Kind != "floor" && c.Kind != "sync" && c.Plugins > 0 && (cf.PluginIdleRSSKiB <= 0 || cf.PluginCPUusPerEvent <= 0) {
+				t.Errorf("%s %s/%s: no plugin footprint", c.Name, cf.Impl, cf.Stub)
+			}
+		}
+	}
+	for name := range want {
+		t.Errorf("case %s missing", name)
+	}
+	if len(res.Layouts) != 2*len(layouts) {
+		t.Errorf("%d layout results, want %d", len(res.Layouts), 2*len(layouts))
+	}
+	for _, l := range res.Layouts {
+		if len(l.Errors) > 0 || len(l.Rounds) != 2 || l.P50us <= 0 {
+			t.Errorf("layout %s/%s: %d rounds, errors %v", l.Layout, l.Stub, len(l.Rounds), l.Errors)
+		}
+	}
+	measured := 0
+	for _, tg := range res.Targets {
+		if !tg.Missing {
+			measured++
+		}
+	}
+	if measured != len(res.Targets)-2 { // the smoke run has no 10,000-container sync
+		t.Errorf("targets evaluated: %d of %d: %+v", measured, len(res.Targets), res.Targets)
+	}
+
+	// The report and the plot, regenerated from the results file, keeping
+	// hand-written text below the end marker.
+	dir := t.TempDir()
+	resultsFile, doc, pngFile := filepath.Join(dir, "r.json"), filepath.Join(dir, "PERF.md"), filepath.Join(dir, "p.png")
+	data, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(resultsFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(doc, []byte("old\n"+endMarker+"\nhand-written analysis\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := regenerate(resultsFile, doc, pngFile); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(doc)
+	for _, s := range []string{"## Targets", "CreateContainer, 4 typical plugin(s)", "## Plugin footprint", "## Runtime layout",
+		"Smoke run", "p.png", endMarker + "\nhand-written analysis\n"} {
+		if !strings.Contains(string(md), s) {
+			t.Errorf("report lacks %q", s)
+		}
+	}
+	if strings.Contains(string(md), "old\n") {
+		t.Error("report kept the old generated part")
+	}
+	f, err := os.Open(pngFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Errorf("plot: %v", err)
+	}
+}

@@ -1,0 +1,414 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+)
+
+// Results, as written to the JSON file.
+
+type roundResult struct {
+	Round        int                `json:"round"`
+	Ops          int                `json:"ops"`
+	P50us        float64            `json:"p50_us"`
+	P99us        float64            `json:"p99_us"`
+	MeanUs       float64            `json:"mean_us"`
+	CPUusPerOp   float64            `json:"cpu_us_per_op"`
+	AllocsPerOp  float64            `json:"go_allocs_per_op"`
+	RSSGrowthKiB int64              `json:"rss_growth_kib"`
+	Plugins      []pluginSample     `json:"plugins,omitempty"`
+	Extra        map[string]float64 `json:"extra,omitempty"`
+}
+
+// pluginSample is one plugin process's footprint in one round.
+type pluginSample struct {
+	IdleRSSKiB    int64   `json:"idle_rss_kib"`
+	IdleAnonKiB   int64   `json:"idle_rss_anon_kib"` // private: not the executable's shared pages
+	BusyRSSKiB    int64   `json:"busy_rss_kib"`
+	PeakRSSKiB    int64   `json:"peak_rss_kib"`
+	CPUusPerEvent float64 `json:"cpu_us_per_event"`
+	IdleCPUusPerS float64 `json:"idle_cpu_us_per_s"`
+	EventsHandled int     `json:"events"`
+}
+
+type configResult struct {
+	Impl string `json:"impl"` // upstream, nri-rs, floor
+	Stub string `json:"stub"` // go, rust, or the floor's kind
+	// Medians over rounds of the per-round figures.
+	P50us        float64 `json:"p50_us"`
+	P99us        float64 `json:"p99_us"`
+	CPUusPerOp   float64 `json:"cpu_us_per_op"`
+	AllocsPerOp  float64 `json:"go_allocs_per_op"`
+	RSSGrowthKiB float64 `json:"rss_growth_kib"`
+	// Plugin footprint (medians over plugins and rounds), if any.
+	PluginIdleRSSKiB    float64       `json:"plugin_idle_rss_kib,omitempty"`
+	PluginIdleAnonKiB   float64       `json:"plugin_idle_rss_anon_kib,omitempty"`
+	PluginBusyRSSKiB    float64       `json:"plugin_busy_rss_kib,omitempty"`
+	PluginPeakRSSKiB    float64       `json:"plugin_peak_rss_kib,omitempty"`
+	PluginCPUusPerEvent float64       `json:"plugin_cpu_us_per_event,omitempty"`
+	Rounds              []roundResult `json:"rounds"`
+	Errors              []string      `json:"errors,omitempty"`
+}
+
+type caseResult struct {
+	Name        string `json:"name"`
+	Title       string `json:"title"`
+	Kind        string `json:"kind"` // floor, create, update, lifecycle, sync
+	Plugins     int    `json:"plugins"`
+	Containers  int    `json:"containers,omitempty"` // sync cases
+	Mode        string `json:"mode,omitempty"`       // typical, noop
+	EventsPerOp int    `json:"events_per_op"`
+	// RoundTrips per op: plugins x events, for the distance from the floor.
+	RoundTrips   int  `json:"round_trips_per_op"`
+	RequestBytes int  `json:"request_bytes"`
+	Pinned       bool `json:"pinned"`
+	// The load average (1/5/15 min) when the case started and ended: other
+	// work on the machine shows here.
+	LoadStart []float64      `json:"load_start,omitempty"`
+	LoadEnd   []float64      `json:"load_end,omitempty"`
+	Configs   []configResult `json:"configs"`
+}
+
+// caseDef is one case to run.
+type caseDef struct {
+	caseResult
+	ops     int
+	warmup  int
+	configs [][2]string // impl, stub
+	run     func(h *harness, c *caseDef, impl, stub string, round int) (roundResult, error)
+}
+
+var allConfigs = [][2]string{
+	{implUpstream, stubGo}, {implNriRs, stubGo}, {implUpstream, stubRust}, {implNriRs, stubRust},
+}
+
+// harness holds what every case needs.
+type harness struct {
+	bins    binaries
+	req     *requests
+	tmp     string
+	verbose bool
+	seq     int
+}
+
+func (h *harness) newDir() (string, error) {
+	h.seq++
+	d := filepath.Join(h.tmp, fmt.Sprintf("r%d", h.seq))
+	return d, os.MkdirAll(d, 0o755)
+}
+
+// freshInstance starts an adaptation of impl in a directory of its own.
+func (h *harness) freshInstance(impl string) (*instance, error) {
+	dir, err := h.newDir()
+	if err != nil {
+		return nil, err
+	}
+	return newInstance(impl, dir)
+}
+
+func (h *harness) logf(format string, args ...any) {
+	if h.verbose {
+		fmt.Fprintf(os.Stderr, format+"\n", args...)
+	}
+}
+
+// op is one operation of an event case, sending the requests of q (a copy
+// of its own: see requests.copyFor); check validates a warm-up result.
+type op func(ctx context.Context, rt runtimeAPI, q *requests, check bool) error
+
+func createOp(c *caseDef) op {
+	return func(ctx context.Context, rt runtimeAPI, q *requests, check bool) error {
+		rsp, err := rt.CreateContainer(ctx, q.create)
+		if err != nil || !check {
+			return err
+		}
+		if c.Mode == "typical" && len(rsp.GetAdjust().GetEnv()) != c.Plugins {
+			return errNotAllPlugins
+		}
+		return nil
+	}
+}
+
+func updateOp(c *caseDef) op {
+	return func(ctx context.Context, rt runtimeAPI, q *requests, check bool) error {
+		rsp, err := rt.UpdateContainer(ctx, q.update)
+		if err != nil || !check {
+			return err
+		}
+		if c.Mode == "typical" && len(rsp.GetUpdate()) == 0 {
+			return errNotAllPlugins
+		}
+		return nil
+	}
+}
+
+func lifecycleOp(c *caseDef) op {
+	create := createOp(c)
+	return func(ctx context.Context, rt runtimeAPI, q *requests, check bool) error {
+		steps := []func() error{
+			func() error { return rt.RunPodSandbox(ctx, q.runPod) },
+			func() error { return create(ctx, rt, q, check) },
+			func() error { return rt.PostCreateContainer(ctx, q.postCreate) },
+			func() error { return rt.StartContainer(ctx, q.start) },
+			func() error { return rt.PostStartContainer(ctx, q.postStart) },
+			func() error { _, err := rt.UpdatePodSandbox(ctx, q.updatePod); return err },
+			func() error { return rt.PostUpdatePodSandbox(ctx, q.postUpdPod) },
+			func() error { _, err := rt.UpdateContainer(ctx, q.update); return err },
+			func() error { return rt.PostUpdateContainer(ctx, q.postUpdate) },
+			func() error { _, err := rt.StopContainer(ctx, q.stop); return err },
+			func() error { return rt.RemoveContainer(ctx, q.removeCtr) },
+			func() error { return rt.StopPodSandbox(ctx, q.stopPod) },
+			func() error { return rt.RemovePodSandbox(ctx, q.removePod) },
+		}
+		for _, s := range steps {
+			if err := s(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+var errNotAllPlugins = fmt.Errorf("not every plugin has joined yet")
+
+// runEvents measures an event case: a fresh adaptation and fresh plugin
+// processes, warm-up, the measured loop, then a check that every plugin
+// saw every event.
+func runEvents(mk func(*caseDef) op) func(h *harness, c *caseDef, impl, stub string, round int) (roundResult, error) {
+	return func(h *harness, c *caseDef, impl, stub string, round int) (res roundResult, err error) {
+		res.Round = round
+		in, err := h.freshInstance(impl)
+		if err != nil {
+			return res, err
+		}
+		stopped := false
+		stop := func() {
+			if !stopped {
+				stopped = true
+				in.rt.Stop()
+			}
+		}
+		defer stop()
+
+		plugins := make([]*plugin, 0, c.Plugins)
+		defer func() {
+			for _, p := range plugins {
+				p.kill()
+			}
+		}()
+		for k := 0; k < c.Plugins; k++ {
+			p, err := startPlugin(h.bins, stub, in.socket, c.Mode, k, false)
+			if err != nil {
+				return res, err
+			}
+			plugins = append(plugins, p)
+		}
+		if err := in.waitSynced(c.Plugins, 30*time.Second, plugins...); err != nil {
+			return res, err
+		}
+		// Upstream adds a plugin to its list right after its sync returns.
+		time.Sleep(20 * time.Millisecond)
+
+		// Idle footprint: after registration, before any event.
+		idleCPU := make([]time.Duration, len(plugins))
+		for i, p := range plugins {
+			idleCPU[i] = procCPU(p.pid())
+		}
+		idleStart := time.Now()
+		time.Sleep(100 * time.Millisecond)
+		idle := make([]pluginSample, len(plugins))
+		for i, p := range plugins {
+			pid := p.pid()
+			idle[i].IdleRSSKiB = statusKiB(fmt.Sprint(pid), "VmRSS")
+			idle[i].IdleAnonKiB = statusKiB(fmt.Sprint(pid), "RssAnon")
+			idle[i].IdleCPUusPerS = float64((procCPU(pid) - idleCPU[i]).Microseconds()) / time.Since(idleStart).Seconds()
+		}
+
+		ctx := context.Background()
+		do := mk(c)
+		fresh := func() *requests { return h.req.copyFor(c.Kind) }
+		// Typical plugins show in the response that every one has joined;
+		// until then calls are retried (and not counted as warm-up).
+		retries := 0
+		if c.Mode == "typical" {
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				err := do(ctx, in.rt, fresh(), true)
+				if err == nil {
+					break
+				}
+				if err != errNotAllPlugins || time.Now().After(deadline) {
+					return res, fmt.Errorf("joining: %w", err)
+				}
+				retries++
+				time.Sleep(5 * time.Millisecond)
+			}
+			retries++ // the successful probe
+		}
+		for i := 0; i < c.warmup; i++ {
+			if err := do(ctx, in.rt, fresh(), false); err != nil {
+				return res, fmt.Errorf("warm-up: %w", err)
+			}
+		}
+
+		busyCPU := make([]time.Duration, len(plugins))
+		for i, p := range plugins {
+			busyCPU[i] = procCPU(p.pid())
+		}
+		// Each operation's requests are copied beforehand, a batch at a
+		// time; the copying is outside the timing and the CPU and
+		// allocation counts (and a batch keeps the live heap small).
+		const batch = 100
+		lat := make([]float64, 0, c.ops)
+		settle()
+		before := takeSample()
+		var used sample
+		for len(lat) < c.ops {
+			qs := make([]*requests, min(batch, c.ops-len(lat)))
+			for i := range qs {
+				qs[i] = fresh()
+			}
+			s0 := takeSample()
+			for _, q := range qs {
+				t0 := time.Now()
+				if err := do(ctx, in.rt, q, false); err != nil {
+					return res, fmt.Errorf("op %d: %w", len(lat), err)
+				}
+				lat = append(lat, float64(time.Since(t0).Nanoseconds())/1e3)
+			}
+			s1 := takeSample()
+			used.cpu += s1.cpu - s0.cpu
+			used.allocs += s1.allocs - s0.allocs
+		}
+		after := sample{cpu: before.cpu + used.cpu, allocs: before.allocs + used.allocs}
+		latencyStats(&res, lat)
+		counters(&res, before, after, c.ops)
+		for i, p := range plugins {
+			pid := p.pid()
+			idle[i].BusyRSSKiB = statusKiB(fmt.Sprint(pid), "VmRSS")
+			idle[i].PeakRSSKiB = statusKiB(fmt.Sprint(pid), "VmHWM")
+			idle[i].CPUusPerEvent = float64((procCPU(pid) - busyCPU[i]).Microseconds()) / float64(c.ops*c.EventsPerOp)
+		}
+
+		// Every plugin saw every warm-up and measured event (and maybe
+		// some of the probes).
+		want := (c.warmup + c.ops) * c.EventsPerOp
+		for i, p := range plugins {
+			n, err := p.finish(10 * time.Second)
+			if err != nil {
+				return res, err
+			}
+			idle[i].EventsHandled = n
+			if n < want || n > want+retries*c.EventsPerOp {
+				return res, fmt.Errorf("plugin %d (%s stub) handled %d events, want %d", i, stub, n, want)
+			}
+		}
+		plugins = nil
+		stop()
+		res.Plugins = idle
+		return res, nil
+	}
+}
+
+// runSync measures registration + Synchronize of a new plugin against n
+// containers (in n/2 pods): from letting an already started plugin process
+// connect until the runtime's sync callback has the plugin's reply. One
+// adaptation per round, a fresh plugin per op.
+func runSync(h *harness, c *caseDef, impl, stub string, round int) (res roundResult, err error) {
+	res.Round = round
+	in, err := h.freshInstance(impl)
+	if err != nil {
+		return res, err
+	}
+	defer in.rt.Stop()
+	pods, ctrs := h.req.syncState(c.Containers)
+	in.state = func() ([]*api.PodSandbox, []*api.Container) { return pods, ctrs }
+
+	var lat []float64
+	var cpu, growth, allocs, pluginPeak []float64
+	total := c.warmup + c.ops
+	for i := 0; i < total; i++ {
+		p, err := startPlugin(h.bins, stub, in.socket, "noop", i%80, true)
+		if err != nil {
+			return res, err
+		}
+		if err := p.waiting(); err != nil {
+			p.kill()
+			return res, err
+		}
+		settle()
+		before := takeSample()
+		var t1 time.Time
+		var cpu1 time.Duration
+		in.mu.Lock()
+		in.onSync = func() { t1, cpu1 = time.Now(), cpuTime() }
+		in.mu.Unlock()
+		t0 := time.Now()
+		if err := p.release(); err != nil {
+			p.kill()
+			return res, err
+		}
+		if err := in.waitSynced(i+1, 120*time.Second, p); err != nil {
+			p.kill()
+			return res, err
+		}
+		after := takeSample()
+		peak := statusKiB(fmt.Sprint(p.pid()), "VmHWM")
+		p.kill()
+		if i < c.warmup {
+			continue
+		}
+		lat = append(lat, float64(t1.Sub(t0).Nanoseconds())/1e3)
+		cpu = append(cpu, float64((cpu1 - before.cpu).Microseconds()))
+		allocs = append(allocs, float64(after.allocs-before.allocs))
+		g := statusKiB("self", "VmHWM") - before.rssKiB
+		if g < 0 {
+			g = 0
+		}
+		growth = append(growth, float64(g))
+		pluginPeak = append(pluginPeak, float64(peak))
+	}
+	latencyStats(&res, lat)
+	res.CPUusPerOp = median(cpu)
+	res.AllocsPerOp = median(allocs)
+	// The largest growth: memory the first op's allocator kept in RSS
+	// would hide the growth of later ones.
+	for _, g := range growth {
+		res.RSSGrowthKiB = max(res.RSSGrowthKiB, int64(g))
+	}
+	res.Plugins = []pluginSample{{PeakRSSKiB: int64(median(pluginPeak))}}
+	return res, nil
+}
+
+// runFloor measures one of the floors.
+func runFloor(h *harness, c *caseDef, impl, stub string, round int) (res roundResult, err error) {
+	res.Round = round
+	settle()
+	before := takeSample()
+	var lat []float64
+	switch stub {
+	case "raw":
+		lat, err = floorRaw(c.RequestBytes, h.req.createRspLen, c.ops)
+	case "raw-4MiB":
+		lat, err = floorRaw(4<<20, 64, c.ops)
+	case "ttrpc":
+		lat, err = floorTTRPC(h.req.create, c.ops, false)
+	case "ttrpc-mux":
+		lat, err = floorTTRPC(h.req.create, c.ops, true)
+	default:
+		err = fmt.Errorf("unknown floor %q", stub)
+	}
+	if err != nil {
+		return res, err
+	}
+	after := takeSample()
+	latencyStats(&res, lat)
+	// The floors' counters include their warm-ups and the child's start.
+	counters(&res, before, after, c.ops+floorWarmups)
+	return res, nil
+}

@@ -1,0 +1,195 @@
+// Command goplugin is the benchmark plugin on upstream's Go stub
+// (github.com/containerd/nri/pkg/stub, pinned in go.mod). Its twin on
+// nri-rs's Rust stub is tests/tools/src/bin/nri-bench-plugin.rs: same
+// flags, same subscriptions, same replies, so the stubs are compared on
+// equal work. See that file for what the flags mean.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+	"github.com/sirupsen/logrus"
+)
+
+type plugin struct {
+	typical bool
+	slot    int
+	events  atomic.Uint64
+}
+
+// resourceSetter is what ContainerAdjustment and ContainerUpdate share.
+type resourceSetter interface {
+	SetLinuxCPUShares(uint64)
+	SetLinuxCPUQuota(int64)
+	SetLinuxCPUPeriod(int64)
+	SetLinuxCPURealtimeRuntime(int64)
+	SetLinuxCPURealtimePeriod(uint64)
+	SetLinuxCPUSetCPUs(string)
+	SetLinuxCPUSetMems(string)
+	SetLinuxMemoryLimit(int64)
+	SetLinuxMemoryReservation(int64)
+	SetLinuxMemorySwap(int64)
+	SetLinuxMemorySwappiness(uint64)
+	SetLinuxMemoryDisableOomKiller()
+	SetLinuxMemoryUseHierarchy()
+	AddLinuxHugepageLimit(string, uint64)
+	AddLinuxUnified(string, string)
+}
+
+// setSlotResources sets one CPU-ish and one memory-ish field per slot,
+// distinct across slots; must match the Rust plugin's set_slot_resources.
+func setSlotResources(x resourceSetter, slot int) {
+	switch slot % 8 {
+	case 0:
+		x.SetLinuxCPUShares(1024)
+		x.SetLinuxMemoryLimit(1 << 30)
+	case 1:
+		x.SetLinuxCPUQuota(50000)
+		x.SetLinuxMemoryReservation(512 << 20)
+	case 2:
+		x.SetLinuxCPUPeriod(100000)
+		x.SetLinuxMemorySwap(2 << 30)
+	case 3:
+		x.SetLinuxCPURealtimeRuntime(1000)
+		x.SetLinuxMemorySwappiness(10)
+	case 4:
+		x.SetLinuxCPURealtimePeriod(10000)
+		x.SetLinuxMemoryDisableOomKiller()
+	case 5:
+		x.SetLinuxCPUSetCPUs("0-1")
+		x.SetLinuxMemoryUseHierarchy()
+	case 6:
+		x.SetLinuxCPUSetMems("0")
+		x.AddLinuxHugepageLimit("2MB", 64<<20)
+	default:
+		x.AddLinuxUnified("cpu.weight", "100")
+		x.AddLinuxUnified("memory.high", "max")
+	}
+}
+
+func (p *plugin) count() { p.events.Add(1) }
+
+func (p *plugin) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
+	return nil, nil
+}
+
+func (p *plugin) RunPodSandbox(context.Context, *api.PodSandbox) error { p.count(); return nil }
+func (p *plugin) UpdatePodSandbox(context.Context, *api.PodSandbox, *api.LinuxResources, *api.LinuxResources) error {
+	p.count()
+	return nil
+}
+func (p *plugin) PostUpdatePodSandbox(context.Context, *api.PodSandbox) error { p.count(); return nil }
+func (p *plugin) StopPodSandbox(context.Context, *api.PodSandbox) error       { p.count(); return nil }
+func (p *plugin) RemovePodSandbox(context.Context, *api.PodSandbox) error     { p.count(); return nil }
+
+func (p *plugin) CreateContainer(_ context.Context, _ *api.PodSandbox, _ *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	p.count()
+	adjust := &api.ContainerAdjustment{}
+	if p.typical {
+		k := p.slot
+		adjust.AddEnv(fmt.Sprintf("BENCH_PLUGIN_%d", k), fmt.Sprintf("plugin-%d", k))
+		adjust.AddAnnotation(fmt.Sprintf("bench.nri.io/plugin-%d", k), "adjusted")
+		adjust.AddMount(&api.Mount{
+			Destination: fmt.Sprintf("/bench/%d", k),
+			Type:        "bind",
+			Source:      fmt.Sprintf("/var/lib/bench/%d", k),
+			Options:     []string{"rbind", "ro"},
+		})
+		setSlotResources(adjust, k)
+	}
+	return adjust, nil, nil
+}
+
+func (p *plugin) PostCreateContainer(context.Context, *api.PodSandbox, *api.Container) error {
+	p.count()
+	return nil
+}
+func (p *plugin) StartContainer(context.Context, *api.PodSandbox, *api.Container) error {
+	p.count()
+	return nil
+}
+func (p *plugin) PostStartContainer(context.Context, *api.PodSandbox, *api.Container) error {
+	p.count()
+	return nil
+}
+
+func (p *plugin) UpdateContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container, _ *api.LinuxResources) ([]*api.ContainerUpdate, error) {
+	p.count()
+	if !p.typical {
+		return nil, nil
+	}
+	u := &api.ContainerUpdate{}
+	u.SetContainerId(ctr.Id)
+	setSlotResources(u, p.slot)
+	return []*api.ContainerUpdate{u}, nil
+}
+
+func (p *plugin) PostUpdateContainer(context.Context, *api.PodSandbox, *api.Container) error {
+	p.count()
+	return nil
+}
+func (p *plugin) StopContainer(context.Context, *api.PodSandbox, *api.Container) ([]*api.ContainerUpdate, error) {
+	p.count()
+	return nil, nil
+}
+func (p *plugin) RemoveContainer(context.Context, *api.PodSandbox, *api.Container) error {
+	p.count()
+	return nil
+}
+
+func main() {
+	socket := flag.String("socket", api.DefaultSocketPath, "NRI socket")
+	name := flag.String("name", "bench", "plugin name")
+	idx := flag.String("idx", "10", "plugin index")
+	mode := flag.String("mode", "typical", "typical or noop")
+	slot := flag.Int("slot", 0, "which fields and keys to adjust (0-7)")
+	waitStdin := flag.Bool("wait-stdin", false, "read a line from stdin before connecting")
+	flag.Parse()
+	logrus.SetLevel(logrus.WarnLevel)
+
+	if *mode != "typical" && *mode != "noop" {
+		fmt.Fprintf(os.Stderr, "goplugin: unknown mode %q\n", *mode)
+		os.Exit(2)
+	}
+	stdin := bufio.NewReader(os.Stdin)
+	if *waitStdin {
+		fmt.Println("waiting")
+		_, _ = stdin.ReadString('\n')
+	}
+	p := &plugin{typical: *mode == "typical", slot: *slot}
+	// Report once and exit: on stdin EOF (upstream's runtime leaves
+	// external plugins connected when it stops) or when the connection closes.
+	var report sync.Once
+	exit := func(code int, why string) {
+		report.Do(func() {
+			fmt.Fprintf(os.Stderr, "goplugin %s-bench%d: exiting: %s\n", *idx, *slot, why)
+			fmt.Printf("events=%d\n", p.events.Load())
+		})
+		os.Exit(code)
+	}
+	done := func() { exit(0, "connection closed") }
+	go func() {
+		_, err := io.Copy(io.Discard, stdin)
+		exit(0, fmt.Sprintf("stdin closed (%v)", err))
+	}()
+	s, err := stub.New(p, stub.WithSocketPath(*socket), stub.WithPluginName(*name),
+		stub.WithPluginIdx(*idx), stub.WithOnClose(done))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "goplugin: %v\n", err)
+		os.Exit(1)
+	}
+	if err := s.Run(context.Background()); err != nil {
+		fmt.Fprintf(os.Stderr, "goplugin: %v\n", err)
+		exit(1, err.Error())
+	}
+	done()
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// The runtime-layout experiment: nri-bench-core (tests/tools) runs the Rust
+// core's CreateContainer through 4 typical plugins with its plugin I/O on
+// each tokio layout in turn; see that file for the layouts.
+
+var layouts = []string{"dedicated", "caller", "multi1", "multi2"}
+
+type layoutRound struct {
+	Layout     string  `json:"layout"`
+	Ops        int     `json:"ops"`
+	P50us      float64 `json:"p50_us"`
+	P99us      float64 `json:"p99_us"`
+	MeanUs     float64 `json:"mean_us"`
+	CPUusPerOp float64 `json:"cpu_us_per_op"`
+}
+
+type layoutResult struct {
+	Layout     string        `json:"layout"`
+	Stub       string        `json:"stub"`
+	Plugins    int           `json:"plugins"`
+	P50us      float64       `json:"p50_us"`
+	P99us      float64       `json:"p99_us"`
+	CPUusPerOp float64       `json:"cpu_us_per_op"`
+	Rounds     []layoutRound `json:"rounds"`
+	Errors     []string      `json:"errors,omitempty"`
+}
+
+func (h *harness) runLayout(layout, stub string, plugins, ops, warmup int) (layoutRound, error) {
+	dir, err := h.newDir()
+	if err != nil {
+		return layoutRound{}, err
+	}
+	reqFile := filepath.Join(dir, "create.pb")
+	data, err := proto.Marshal(h.req.create)
+	if err != nil {
+		return layoutRound{}, err
+	}
+	if err := os.WriteFile(reqFile, data, 0o644); err != nil {
+		return layoutRound{}, err
+	}
+	socket := filepath.Join(dir, "nri.sock")
+	args := []string{h.bins.core, "-layout", layout, "-socket", socket, "-plugins", strconv.Itoa(plugins),
+		"-request", reqFile, "-ops", strconv.Itoa(ops), "-warmup", strconv.Itoa(warmup)}
+	// For profiling the core alone, e.g.
+	// NRI_BENCH_CORE_WRAPPER="valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p".
+	if w := strings.Fields(os.Getenv("NRI_BENCH_CORE_WRAPPER")); len(w) > 0 {
+		args = append(w, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	stderr := &strings.Builder{}
+	cmd.Stderr = &lockedWriter{w: stderr}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return layoutRound{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return layoutRound{}, fmt.Errorf("start nri-bench-core: %w", err)
+	}
+	lines := bufio.NewReader(out)
+	exited := make(chan struct{})
+	var readDone sync.Once
+	startDrain := func() {
+		readDone.Do(func() {
+			go func() {
+				_, _ = io.Copy(io.Discard, lines)
+				_ = cmd.Wait()
+				close(exited)
+			}()
+		})
+	}
+	defer func() {
+		startDrain()
+		// It exits by itself after its result line (a profiler wrapping it
+		// writes its output then); kill it only if it does not.
+		select {
+		case <-exited:
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}()
+	expect := func(want string) error {
+		l, err := lines.ReadString('\n')
+		if strings.TrimSpace(l) != want {
+			return fmt.Errorf("nri-bench-core: want %q, got %q (%v): %s", want, l, err, stderr)
+		}
+		return nil
+	}
+	if err := expect("listening"); err != nil {
+		return layoutRound{}, err
+	}
+	var ps []*plugin
+	defer func() {
+		for _, p := range ps {
+			p.kill()
+		}
+	}()
+	for k := 0; k < plugins; k++ {
+		p, err := startPlugin(h.bins, stub, socket, "typical", k, false)
+		if err != nil {
+			return layoutRound{}, err
+		}
+		ps = append(ps, p)
+	}
+	if err := expect("ready"); err != nil {
+		return layoutRound{}, err
+	}
+	type result struct {
+		l   string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := lines.ReadString('\n')
+		done <- result{l, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(10 * time.Minute):
+		_ = cmd.Process.Kill()
+		<-done // the reader is done with lines before they are drained
+		return layoutRound{}, fmt.Errorf("nri-bench-core: no result")
+	}
+	var lr layoutRound
+	if err := json.Unmarshal([]byte(r.l), &lr); err != nil {
+		return layoutRound{}, fmt.Errorf("nri-bench-core: %q: %v: %s", r.l, err, stderr)
+	}
+	return lr, nil
+}

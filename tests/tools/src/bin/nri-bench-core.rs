@@ -1,0 +1,199 @@
+//! The runtime-layout experiment of `make bench` (go/bench): the Rust core
+//! (`nri::adaptation`) driving CreateContainer through external plugins,
+//! with its plugin I/O on one of several tokio layouts, so the choice of
+//! layout rests on a measurement. go/bench starts this process, starts the
+//! plugins against its socket and reads one JSON line of results.
+//!
+//! Usage: nri-bench-core -layout L -socket PATH -plugins N -request FILE -ops N -warmup N
+//!
+//! Layouts (the caller is this process's main thread, which blocks the way
+//! the C ABI's callers do):
+//! * `dedicated`: the default: a current-thread runtime on a thread of its
+//!   own; the caller blocks in `futures::executor::block_on`;
+//! * `multi2`, `multi1`: a multi-thread runtime with 2 (1) workers, given
+//!   through `Options::runtime`; the caller blocks the same way;
+//! * `caller`: a current-thread runtime driven by the calling thread itself
+//!   (`Runtime::block_on` per event): no thread hop at all, but nothing
+//!   serves plugins between events, so not a layout a runtime can use;
+//!   measured as the lower bound.
+//!
+//! Protocol on stdout: `listening` once plugins may connect, `ready` once
+//! all are registered, then one JSON line of results.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use nri::adaptation::{Adaptation, BoxError, Options, SyncCb};
+use nri::api::{ContainerUpdate, CreateContainerRequest};
+use protobuf::Message;
+
+fn cpu_time() -> Duration {
+    // SAFETY: getrusage writes into the zeroed struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i]
+}
+
+struct Args {
+    layout: String,
+    socket: String,
+    plugins: usize,
+    request: String,
+    ops: usize,
+    warmup: usize,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        layout: "dedicated".into(),
+        socket: String::new(),
+        plugins: 1,
+        request: String::new(),
+        ops: 1000,
+        warmup: 100,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or(format!("{flag}: missing value"))?;
+        let num = |v: &str| v.parse::<usize>().map_err(|e| format!("{flag}: {e}"));
+        match flag.trim_start_matches('-') {
+            "layout" => a.layout = value,
+            "socket" => a.socket = value,
+            "plugins" => a.plugins = num(&value)?,
+            "request" => a.request = value,
+            "ops" => a.ops = num(&value)?,
+            "warmup" => a.warmup = num(&value)?,
+            f => return Err(format!("unknown flag -{f}")),
+        }
+    }
+    if a.socket.is_empty() || a.request.is_empty() {
+        return Err("-socket and -request are required".into());
+    }
+    Ok(a)
+}
+
+/// Runs futures for the caller: how the caller waits for an event.
+enum Driver {
+    /// Block the calling thread; the core's runtime runs elsewhere.
+    Block,
+    /// Drive this current-thread runtime from the calling thread.
+    Caller(tokio::runtime::Runtime),
+}
+
+impl Driver {
+    fn run<F: std::future::Future>(&self, f: F) -> F::Output {
+        match self {
+            Driver::Block => futures::executor::block_on(f),
+            Driver::Caller(rt) => rt.block_on(f),
+        }
+    }
+
+    /// Waits a little; a caller-driven runtime serves plugins meanwhile.
+    fn pause(&self, d: Duration) {
+        match self {
+            Driver::Block => std::thread::sleep(d),
+            Driver::Caller(rt) => rt.block_on(async { tokio::time::sleep(d).await }),
+        }
+    }
+}
+
+fn main() -> Result<(), BoxError> {
+    let args = parse_args()?;
+    let req = CreateContainerRequest::parse_from_bytes(&std::fs::read(&args.request)?)?;
+
+    // Kept alive until the end: the runtime the layout names, if not the default.
+    let mut _owned: Option<tokio::runtime::Runtime> = None;
+    let mut opts = Options::default()
+        .socket_path(&args.socket)
+        .plugin_path("/nonexistent/nri-bench/plugins")
+        .plugin_config_path("/nonexistent/nri-bench/conf.d");
+    let driver = match args.layout.as_str() {
+        "dedicated" => Driver::Block,
+        "multi2" | "multi1" => {
+            let workers = if args.layout == "multi2" { 2 } else { 1 };
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(workers)
+                .enable_all()
+                .build()?;
+            opts = opts.runtime(rt.handle().clone());
+            _owned = Some(rt);
+            Driver::Block
+        }
+        "caller" => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            opts = opts.runtime(rt.handle().clone());
+            Driver::Caller(rt)
+        }
+        l => return Err(format!("unknown layout {l:?}").into()),
+    };
+
+    let nri = Adaptation::new(
+        "nri-bench-core",
+        "0.1.0",
+        |cb: SyncCb| async move {
+            cb.call(vec![], vec![]).await?;
+            Ok::<_, BoxError>(())
+        },
+        |_updates: Vec<ContainerUpdate>| async { Ok::<_, BoxError>(Vec::new()) },
+        opts,
+    )?;
+    driver.run(nri.start())?;
+    println!("listening");
+    std::io::stdout().flush()?;
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while nri.plugins().len() < args.plugins {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{} of {} plugins registered",
+                nri.plugins().len(),
+                args.plugins
+            )
+            .into());
+        }
+        driver.pause(Duration::from_millis(5));
+    }
+    println!("ready");
+    std::io::stdout().flush()?;
+
+    for _ in 0..args.warmup {
+        driver.run(nri.create_container(req.clone()))?;
+    }
+    // Each operation's request is copied beforehand, outside the measurement.
+    let reqs: Vec<CreateContainerRequest> = (0..args.ops).map(|_| req.clone()).collect();
+    let mut lat = Vec::with_capacity(args.ops);
+    let cpu0 = cpu_time();
+    let t0 = Instant::now();
+    for r in reqs {
+        let started = Instant::now();
+        let rsp = driver.run(nri.create_container(r))?;
+        lat.push(started.elapsed().as_secs_f64() * 1e6);
+        std::hint::black_box(rsp);
+    }
+    let wall = t0.elapsed();
+    let cpu = cpu_time() - cpu0;
+    driver.run(nri.stop());
+    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "{{\"layout\":\"{}\",\"ops\":{},\"p50_us\":{:.2},\"p99_us\":{:.2},\"mean_us\":{:.2},\"cpu_us_per_op\":{:.2}}}",
+        args.layout,
+        args.ops,
+        percentile(&lat, 0.50),
+        percentile(&lat, 0.99),
+        wall.as_secs_f64() * 1e6 / args.ops.max(1) as f64,
+        cpu.as_secs_f64() * 1e6 / args.ops.max(1) as f64,
+    );
+    std::io::stdout().flush()?;
+    Ok(())
+}

@@ -1,0 +1,307 @@
+//! The benchmark plugin on nri-rs's Rust stub (`make bench`, go/bench). Its
+//! twin on upstream's Go stub is go/bench/goplugin: same flags, same
+//! subscriptions, same replies, so the two stubs are compared on equal work.
+//!
+//! Usage: nri-bench-plugin -socket PATH -name NAME -idx NN -mode typical|noop -slot K [-wait-stdin]
+//!
+//! * subscribes to the 13 pod and container lifecycle events (and
+//!   Synchronize, which every plugin gets);
+//! * `typical`: CreateContainer returns an adjustment (env, annotation, a
+//!   mount, one CPU and one memory resource field) and UpdateContainer a
+//!   solicited update of the container (the same two fields); every field
+//!   and key depends on `slot` (0–7), so up to 8 plugins never conflict;
+//! * `noop`: every handler returns an empty reply;
+//! * `-wait-stdin`: print `waiting`, then read one line from stdin before
+//!   connecting, so the caller can time registration without process
+//!   start-up;
+//! * when the runtime closes the connection or stdin reaches EOF (upstream's
+//!   runtime leaves external plugins connected when it stops), prints
+//!   `events=N` (requests handled) to stdout and exits.
+
+use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Once};
+
+use nri::api::{
+    Container, ContainerAdjustment, ContainerUpdate, LinuxResources, Mount, PodSandbox,
+};
+use nri::stub::{HandlerResult, Plugin, Stub};
+
+struct Bench {
+    typical: bool,
+    slot: usize,
+    events: Arc<AtomicU64>,
+}
+
+/// The fields every replies set: one CPU-ish and one memory-ish resource
+/// field per slot, distinct across slots (two plugins setting the same
+/// field would be a conflict). Must match go/bench/goplugin.
+macro_rules! set_slot_resources {
+    ($x:expr, $slot:expr) => {{
+        let x = $x;
+        match $slot % 8 {
+            0 => {
+                x.set_linux_cpu_shares(1024);
+                x.set_linux_memory_limit(1 << 30);
+            }
+            1 => {
+                x.set_linux_cpu_quota(50_000);
+                x.set_linux_memory_reservation(512 << 20);
+            }
+            2 => {
+                x.set_linux_cpu_period(100_000);
+                x.set_linux_memory_swap(2 << 30);
+            }
+            3 => {
+                x.set_linux_cpu_realtime_runtime(1000);
+                x.set_linux_memory_swappiness(10);
+            }
+            4 => {
+                x.set_linux_cpu_realtime_period(10_000);
+                x.set_linux_memory_disable_oom_killer();
+            }
+            5 => {
+                x.set_linux_cpuset_cpus("0-1");
+                x.set_linux_memory_use_hierarchy();
+            }
+            6 => {
+                x.set_linux_cpuset_mems("0");
+                x.add_linux_hugepage_limit("2MB", 64 << 20);
+            }
+            _ => {
+                x.add_linux_unified("cpu.weight", "100");
+                x.add_linux_unified("memory.high", "max");
+            }
+        }
+    }};
+}
+
+impl Bench {
+    fn count(&self) {
+        self.events.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+#[nri::plugin]
+impl Plugin for Bench {
+    async fn run_pod_sandbox(&self, _pod: &PodSandbox) -> HandlerResult<()> {
+        self.count();
+        Ok(())
+    }
+
+    async fn update_pod_sandbox(
+        &self,
+        _pod: &PodSandbox,
+        _overhead: Option<&LinuxResources>,
+        _resources: Option<&LinuxResources>,
+    ) -> HandlerResult<()> {
+        self.count();
+        Ok(())
+    }
+
+    async fn post_update_pod_sandbox(&self, _pod: &PodSandbox) -> HandlerResult<()> {
+        self.count();
+        Ok(())
+    }
+
+    async fn stop_pod_sandbox(&self, _pod: &PodSandbox) -> HandlerResult<()> {
+        self.count();
+        Ok(())
+    }
+
+    async fn remove_pod_sandbox(&self, _pod: &PodSandbox) -> HandlerResult<()> {
+        self.count();
+        Ok(())
+    }
+
+    async fn create_container(
+        &self,
+        _pod: &PodSandbox,
+        _ctr: &Container,
+    ) -> HandlerResult<(ContainerAdjustment, Vec<ContainerUpdate>)> {
+        self.count();
+        let mut adjust = ContainerAdjustment::new();
+        if self.typical {
+            let k = self.slot;
+            adjust.add_env(format!("BENCH_PLUGIN_{k}"), format!("plugin-{k}"));
+            adjust.add_annotation(format!("bench.nri.io/plugin-{k}"), "adjusted");
+            adjust.add_mount(Mount {
+                destination: format!("/bench/{k}"),
+                type_: "bind".into(),
+                source: format!("/var/lib/bench/{k}"),
+                options: vec!["rbind".into(), "ro".into()],
+                ..Default::default()
+            });
+            set_slot_resources!(&mut adjust, k);
+        }
+        Ok((adjust, Vec::new()))
+    }
+
+    async fn post_create_container(
+        &self,
+        _pod: &PodSandbox,
+        _ctr: &Container,
+    ) -> HandlerResult<()> {
+        self.count();
+        Ok(())
+    }
+
+    async fn start_container(&self, _pod: &PodSandbox, _ctr: &Container) -> HandlerResult<()> {
+        self.count();
+        Ok(())
+    }
+
+    async fn post_start_container(&self, _pod: &PodSandbox, _ctr: &Container) -> HandlerResult<()> {
+        self.count();
+        Ok(())
+    }
+
+    async fn update_container(
+        &self,
+        _pod: &PodSandbox,
+        ctr: &Container,
+        _resources: Option<&LinuxResources>,
+    ) -> HandlerResult<Vec<ContainerUpdate>> {
+        self.count();
+        if !self.typical {
+            return Ok(Vec::new());
+        }
+        let mut update = ContainerUpdate::for_container(ctr.id.clone());
+        set_slot_resources!(&mut update, self.slot);
+        Ok(vec![update])
+    }
+
+    async fn post_update_container(
+        &self,
+        _pod: &PodSandbox,
+        _ctr: &Container,
+    ) -> HandlerResult<()> {
+        self.count();
+        Ok(())
+    }
+
+    async fn stop_container(
+        &self,
+        _pod: &PodSandbox,
+        _ctr: &Container,
+    ) -> HandlerResult<Vec<ContainerUpdate>> {
+        self.count();
+        Ok(Vec::new())
+    }
+
+    async fn remove_container(&self, _pod: &PodSandbox, _ctr: &Container) -> HandlerResult<()> {
+        self.count();
+        Ok(())
+    }
+
+    async fn synchronize(
+        &self,
+        _pods: Vec<PodSandbox>,
+        _containers: Vec<Container>,
+    ) -> HandlerResult<Vec<ContainerUpdate>> {
+        Ok(Vec::new())
+    }
+}
+
+struct Args {
+    socket: String,
+    name: String,
+    idx: String,
+    typical: bool,
+    slot: usize,
+    wait_stdin: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        socket: nri::api::DEFAULT_SOCKET_PATH.to_string(),
+        name: "bench".into(),
+        idx: "10".into(),
+        typical: true,
+        slot: 0,
+        wait_stdin: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let flag = flag.trim_start_matches('-').to_string();
+        if flag == "wait-stdin" {
+            a.wait_stdin = true;
+            continue;
+        }
+        let value = it.next().ok_or(format!("-{flag}: missing value"))?;
+        match flag.as_str() {
+            "socket" => a.socket = value,
+            "name" => a.name = value,
+            "idx" => a.idx = value,
+            "mode" => {
+                a.typical = match value.as_str() {
+                    "typical" => true,
+                    "noop" => false,
+                    m => return Err(format!("unknown mode {m:?}")),
+                }
+            }
+            "slot" => a.slot = value.parse().map_err(|e| format!("-slot: {e}"))?,
+            f => return Err(format!("unknown flag -{f}")),
+        }
+    }
+    Ok(a)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("nri-bench-plugin: {e}");
+            std::process::exit(2);
+        }
+    };
+    if args.wait_stdin {
+        println!("waiting");
+        let _ = std::io::stdout().flush();
+        let mut line = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut line);
+    }
+    let events = Arc::new(AtomicU64::new(0));
+    // Report once and exit: on stdin EOF or when the connection closes.
+    static REPORT: Once = Once::new();
+    let report = {
+        let events = Arc::clone(&events);
+        let who = format!("{}-{}", args.idx, args.name);
+        move |code: i32, why: &str| {
+            REPORT.call_once(|| {
+                eprintln!("nri-bench-plugin {who}: exiting: {why}");
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "events={}", events.load(Ordering::Relaxed));
+                let _ = out.flush();
+            });
+            std::process::exit(code);
+        }
+    };
+    {
+        let report = report.clone();
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut sink);
+            report(0, "stdin closed");
+        });
+    }
+    let plugin = Bench {
+        typical: args.typical,
+        slot: args.slot,
+        events: Arc::clone(&events),
+    };
+    let stub = Stub::builder()
+        .name(args.name)
+        .idx(args.idx)
+        .socket_path(&args.socket)
+        .build(plugin)
+        .unwrap_or_else(|e| {
+            eprintln!("nri-bench-plugin: {e}");
+            std::process::exit(1);
+        });
+    if let Err(e) = stub.run().await {
+        report(1, &e.to_string());
+    }
+    report(0, "connection closed");
+}
