@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
+use super::sync::{EncodedState, SyncTargets};
 use super::{BoxError, Error};
 use crate::api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
 
@@ -54,25 +55,19 @@ where
     }
 }
 
-type SyncCall = dyn Fn(Vec<PodSandbox>, Vec<Container>) -> BoxFuture<'static, Result<Vec<ContainerUpdate>, Error>>
-    + Send
-    + Sync;
-
 /// Hands the runtime's state to the plugin(s) being synchronized (upstream
 /// `SyncCB`). Cheap to clone; usable from any thread.
 #[derive(Clone)]
 pub struct SyncCb {
-    call: Arc<SyncCall>,
+    targets: Arc<SyncTargets>,
+    timeout: Duration,
 }
 
 impl SyncCb {
-    pub(crate) fn new<F, Fut>(f: F) -> SyncCb
-    where
-        F: Fn(Vec<PodSandbox>, Vec<Container>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Vec<ContainerUpdate>, Error>> + Send + 'static,
-    {
+    pub(crate) fn new(targets: SyncTargets, timeout: Duration) -> SyncCb {
         SyncCb {
-            call: Arc::new(move |pods, ctrs| Box::pin(f(pods, ctrs))),
+            targets: Arc::new(targets),
+            timeout,
         }
     }
 
@@ -83,7 +78,20 @@ impl SyncCb {
         pods: Vec<PodSandbox>,
         containers: Vec<Container>,
     ) -> Result<Vec<ContainerUpdate>, Error> {
-        (self.call)(pods, containers).await
+        let (pods, containers) = EncodedState::encode(&pods, &containers).map_err(|e| {
+            Error::Runtime(format!("cannot encode the runtime's state: {e}").into())
+        })?;
+        self.call_encoded(&EncodedState::new(&pods, &containers))
+            .await
+    }
+
+    /// As [`call`](Self::call), with the state already encoded: how the C
+    /// ABI hands it over, so that it is forwarded without being decoded.
+    pub(crate) async fn call_encoded(
+        &self,
+        state: &EncodedState<'_>,
+    ) -> Result<Vec<ContainerUpdate>, Error> {
+        self.targets.synchronize(state, self.timeout).await
     }
 }
 

@@ -143,11 +143,10 @@ pub(crate) async fn connect(
     let mux = Mux::new(stream, mux::Options::default().blocked_read(true));
     let setup = |e: &dyn std::fmt::Display| Error::Start(format!("plugin connection setup: {e}"));
 
-    let client = PluginClient::new(ttrpc::r#async::Client::new(
-        ttrpc::r#async::transport::Socket::new(
-            mux.open(mux::PLUGIN_SERVICE_CONN).map_err(|e| setup(&e))?,
-        ),
+    let raw = ttrpc::r#async::Client::new(ttrpc::r#async::transport::Socket::new(
+        mux.open(mux::PLUGIN_SERVICE_CONN).map_err(|e| setup(&e))?,
     ));
+    let client = PluginClient::new(raw.clone());
     let (registered_tx, registered_rx) = oneshot::channel();
     let service = Arc::new(RuntimeService {
         core: Arc::downgrade(&core),
@@ -197,6 +196,7 @@ pub(crate) async fn connect(
         config,
         Transport::Ttrpc {
             client,
+            raw,
             mux: mux.clone(),
             server: Mutex::new(Some(server)),
             child: Mutex::new(child),

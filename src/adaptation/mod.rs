@@ -55,6 +55,7 @@ use log::{info, warn};
 pub use builtin::{BuiltinHandlers, BuiltinPlugin};
 pub use callbacks::{Deprecation, DeprecationRecorder, Metrics, SyncCb, SyncFn, UpdateFn};
 pub use error::{BoxError, Error};
+pub(crate) use sync::EncodedState;
 pub use sync::PluginSyncBlock;
 
 use crate::api::*;
@@ -679,26 +680,10 @@ async fn start_plugins(
         started.push(c);
     }
 
-    let plugins = started.clone();
-    let sync_core = Arc::clone(&core);
-    let cb = SyncCb::new(move |pods, ctrs| {
-        let plugins = plugins.clone();
-        let core = Arc::clone(&sync_core);
-        async move {
-            let mut updates = Vec::new();
-            for p in &plugins {
-                match sync::synchronize(p, pods.clone(), ctrs.clone(), core.request_timeout()).await
-                {
-                    Ok(u) => updates.extend(u),
-                    Err(e) => {
-                        warn!("failed to synchronize plugin {}: {e}", p.qualified_name());
-                        p.close();
-                    }
-                }
-            }
-            Ok(updates)
-        }
-    });
+    let cb = SyncCb::new(
+        sync::SyncTargets::Started(started.clone()),
+        core.request_timeout(),
+    );
     if let Err(e) = core.sync_fn.sync(cb).await {
         for p in &started {
             p.close();
@@ -721,12 +706,10 @@ async fn start_plugins(
 /// handshakes go on meanwhile.
 pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
     let _exclusive = core.sync_lock.exclusive().await;
-    let p = Arc::clone(&plugin);
-    let timeout = core.request_timeout();
-    let cb = SyncCb::new(move |pods, ctrs| {
-        let p = Arc::clone(&p);
-        async move { sync::synchronize(&p, pods, ctrs, timeout).await }
-    });
+    let cb = SyncCb::new(
+        sync::SyncTargets::External(Arc::clone(&plugin)),
+        core.request_timeout(),
+    );
     match core.sync_fn.sync(cb).await {
         Ok(()) if !plugin.is_closed() => {
             info!("plugin {} registered", plugin.qualified_name());

@@ -16,6 +16,7 @@ use super::{Core, Deprecation, Error};
 use crate::api::ttrpc::PluginClient;
 use crate::api::{self, Event, EventMask};
 use crate::mux::Mux;
+use protobuf::Message;
 
 /// Where a plugin came from; shown in logs as upstream does
 /// (`external:10-foo[1234]`).
@@ -31,6 +32,8 @@ pub(crate) enum Origin {
 pub(crate) enum Transport {
     Ttrpc {
         client: PluginClient,
+        /// The same connection, for requests sent already encoded.
+        raw: ttrpc::r#async::Client,
         mux: Mux,
         /// The Runtime service this plugin calls; shut down on close.
         server: Mutex<Option<ttrpc::r#async::Server>>,
@@ -354,24 +357,38 @@ impl Plugin {
         }
     }
 
-    /// Sends one Synchronize message within `deadline`.
+    /// Sends one Synchronize message, given encoded, within `deadline`.
+    /// Over ttrpc the bytes go out as they are; a builtin plugin gets them
+    /// decoded.
     pub(crate) async fn send_synchronize(
         &self,
-        req: &api::SynchronizeRequest,
+        msg: Vec<u8>,
         deadline: tokio::time::Instant,
     ) -> Result<api::SynchronizeResponse, Error> {
         let op = "Synchronize";
         let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
         let call = with_timeout(self, op, timeout, async {
             match &self.transport {
-                Transport::Ttrpc { client, .. } => client
-                    .synchronize(ttrpc::context::with_duration(timeout), req)
-                    .await
-                    .map_err(|e| self.ttrpc_error(op, e)),
-                Transport::Builtin(h) => h
-                    .synchronize(req.clone())
-                    .await
-                    .map_err(|e| self.builtin_error(e)),
+                Transport::Ttrpc { raw, .. } => {
+                    let req = ttrpc::Request {
+                        service: "nri.pkg.api.v1alpha1.Plugin".into(),
+                        method: op.into(),
+                        payload: msg,
+                        timeout_nano: ttrpc::context::with_duration(timeout).timeout_nano,
+                        ..Default::default()
+                    };
+                    // As the generated client does, with the same errors.
+                    let rsp = raw.request(req).await.and_then(|rsp| {
+                        api::SynchronizeResponse::parse_from_bytes(&rsp.payload)
+                            .map_err(|e| ttrpc::Error::Others(format!("Unpack get error {e}")))
+                    });
+                    rsp.map_err(|e| self.ttrpc_error(op, e))
+                }
+                Transport::Builtin(h) => {
+                    let req = api::SynchronizeRequest::parse_from_bytes(&msg)
+                        .map_err(|e| self.builtin_error(e.into()))?;
+                    h.synchronize(req).await.map_err(|e| self.builtin_error(e))
+                }
             }
         });
         let res = self.measured(op, call).await;

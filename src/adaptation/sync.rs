@@ -4,12 +4,14 @@
 
 use std::sync::Arc;
 
+use log::warn;
+use protobuf::rt::WireType;
 use protobuf::Message;
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
 use super::plugin::Plugin;
 use super::Error;
-use crate::api::{Container, ContainerUpdate, PodSandbox, SynchronizeRequest};
+use crate::api::{Container, ContainerUpdate, PodSandbox};
 
 /// The largest ttrpc request envelope a peer accepts (both Go and Rust ttrpc).
 pub(crate) const MAX_TTRPC_MESSAGE: usize = 4 << 20;
@@ -25,24 +27,116 @@ fn field_size(len: usize) -> usize {
     1 + protobuf::rt::compute_raw_varint64_size(len as u64) as usize + len
 }
 
-/// The size of the ttrpc request envelope carrying `req`.
-#[cfg(test)]
-fn envelope_size(req: &SynchronizeRequest) -> usize {
-    envelope_size_for(req.compute_size() as usize)
-}
-
 /// The size of the ttrpc request envelope carrying a payload of `payload` bytes.
-fn envelope_size_for(payload: usize) -> usize {
+fn envelope_size(payload: usize) -> usize {
     // service, method, payload, and at most 11 bytes of timeout_nano.
     field_size(SERVICE.len()) + field_size(METHOD.len()) + field_size(payload) + 11
 }
 
-/// The encoded size of a `SynchronizeRequest` whose repeated fields hold
-/// objects of these encoded sizes (field tags below 16: one byte each).
-fn payload_size(pods: &[usize], ctrs: &[usize], more: bool) -> usize {
+// `SynchronizeRequest`'s fields: `repeated PodSandbox pods = 1`,
+// `repeated Container containers = 2`, `bool more = 3`.
+const PODS: u32 = 1;
+const CONTAINERS: u32 = 2;
+const MORE: u32 = 3;
+
+/// The runtime's state as plugins receive it: each pod and container as its
+/// encoded bytes. Synchronizing forwards these bytes into its messages and
+/// never decodes them, however many plugins are synchronized.
+#[derive(Default)]
+pub(crate) struct EncodedState<'a> {
+    pods: Vec<&'a [u8]>,
+    containers: Vec<&'a [u8]>,
+}
+
+impl<'a> EncodedState<'a> {
+    /// The objects of an encoded `SynchronizeRequest`, found by walking its
+    /// top-level fields only: how the C ABI receives the state. Its framing
+    /// is checked; the objects' contents are not (the plugins decode them).
+    /// `more` and unknown fields are dropped, as decoding would.
+    pub(crate) fn split(buf: &'a [u8]) -> protobuf::Result<Self> {
+        let mut state = EncodedState::default();
+        let mut is = protobuf::CodedInputStream::from_bytes(buf);
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            let (field, wire_type) = match (tag >> 3, WireType::new(tag & 7)) {
+                (0, _) | (_, None) => return Err(malformed(format!("invalid tag {tag}"))),
+                (field, Some(wire_type)) => (field, wire_type),
+            };
+            let list = match field {
+                PODS => &mut state.pods,
+                CONTAINERS => &mut state.containers,
+                _ => {
+                    is.skip_field(wire_type)?;
+                    continue;
+                }
+            };
+            if wire_type != WireType::LengthDelimited {
+                return Err(malformed(format!("field {field} is not length-delimited")));
+            }
+            let len = is.read_raw_varint32()?;
+            let start = is.pos() as usize;
+            is.skip_raw_bytes(len)?;
+            list.push(&buf[start..start + len as usize]);
+        }
+        Ok(state)
+    }
+
+    /// The state of these objects, each encoded once (the Rust API's form).
+    pub(crate) fn encode(
+        pods: &[PodSandbox],
+        containers: &[Container],
+    ) -> protobuf::Result<(Vec<Vec<u8>>, Vec<Vec<u8>>)> {
+        fn each<M: Message>(objs: &[M]) -> protobuf::Result<Vec<Vec<u8>>> {
+            objs.iter().map(M::write_to_bytes).collect()
+        }
+        Ok((each(pods)?, each(containers)?))
+    }
+
+    pub(crate) fn new(pods: &'a [Vec<u8>], containers: &'a [Vec<u8>]) -> Self {
+        EncodedState {
+            pods: pods.iter().map(Vec::as_slice).collect(),
+            containers: containers.iter().map(Vec::as_slice).collect(),
+        }
+    }
+}
+
+fn malformed(what: String) -> protobuf::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, what).into()
+}
+
+/// The encoded `SynchronizeRequest` carrying these objects: byte for byte
+/// what encoding the decoded message would give.
+fn message(pods: &[&[u8]], containers: &[&[u8]], more: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload_size(pods, containers, more));
+    for p in pods {
+        put_field(&mut out, PODS, p);
+    }
+    for c in containers {
+        put_field(&mut out, CONTAINERS, c);
+    }
+    if more {
+        out.extend([(MORE << 3) as u8, 1]);
+    }
+    out
+}
+
+/// Appends a length-delimited field (tag, varint length, bytes).
+fn put_field(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
+    out.push((field << 3 | 2) as u8);
+    let mut len = bytes.len() as u64;
+    while len >= 0x80 {
+        out.push(len as u8 | 0x80);
+        len >>= 7;
+    }
+    out.push(len as u8);
+    out.extend_from_slice(bytes);
+}
+
+/// The encoded size of a `SynchronizeRequest` holding these objects (field
+/// tags below 16: one byte each).
+fn payload_size(pods: &[&[u8]], containers: &[&[u8]], more: bool) -> usize {
     pods.iter()
-        .chain(ctrs)
-        .map(|&n| field_size(n))
+        .chain(containers)
+        .map(|o| field_size(o.len()))
         .sum::<usize>()
         + if more { 2 } else { 0 }
 }
@@ -50,46 +144,29 @@ fn payload_size(pods: &[usize], ctrs: &[usize], more: bool) -> usize {
 /// Sends the state to `plugin` and returns the updates of its final reply.
 /// Everything goes in one message if it fits; otherwise in chunks whose
 /// size shrinks as upstream's does. One deadline covers all messages.
-///
-/// Each object is sized once and a chunk's size is added up from those
-/// sizes, so no message is built only to find it too large; a chunk's
-/// objects are moved into its message, never copied.
 pub(crate) async fn synchronize(
     plugin: &Plugin,
-    pods: Vec<PodSandbox>,
-    containers: Vec<Container>,
+    state: &EncodedState<'_>,
     timeout: std::time::Duration,
 ) -> Result<Vec<ContainerUpdate>, Error> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let pod_sizes: Vec<usize> = pods.iter().map(|p| p.compute_size() as usize).collect();
-    let ctr_sizes: Vec<usize> = containers
-        .iter()
-        .map(|c| c.compute_size() as usize)
-        .collect();
-    let (mut pod_sizes, mut ctr_sizes) = (&pod_sizes[..], &ctr_sizes[..]);
-    let mut pods = pods.into_iter();
-    let mut ctrs = containers.into_iter();
-    let (mut pods_per_msg, mut ctrs_per_msg) = (pod_sizes.len(), ctr_sizes.len());
+    let (mut pods, mut ctrs) = (&state.pods[..], &state.containers[..]);
+    let (mut pods_per_msg, mut ctrs_per_msg) = (pods.len(), ctrs.len());
     loop {
         // Shrinking truncates: a count of 0 would never send that kind of
         // object and loop until the deadline (upstream does), so at least 1.
-        let np = pods_per_msg.max(1).min(pod_sizes.len());
-        let nc = ctrs_per_msg.max(1).min(ctr_sizes.len());
-        let more = np < pod_sizes.len() || nc < ctr_sizes.len();
-        let size = envelope_size_for(payload_size(&pod_sizes[..np], &ctr_sizes[..nc], more));
+        let np = pods_per_msg.max(1).min(pods.len());
+        let nc = ctrs_per_msg.max(1).min(ctrs.len());
+        let more = np < pods.len() || nc < ctrs.len();
+        let size = envelope_size(payload_size(&pods[..np], &ctrs[..nc], more));
         if size > MAX_TTRPC_MESSAGE {
             (pods_per_msg, ctrs_per_msg) = smaller_chunks(np, nc, size)?;
             continue;
         }
-        let req = SynchronizeRequest {
-            pods: pods.by_ref().take(np).collect(),
-            containers: ctrs.by_ref().take(nc).collect(),
-            more,
-            ..Default::default()
-        };
-        (pod_sizes, ctr_sizes) = (&pod_sizes[np..], &ctr_sizes[nc..]);
-        let rpl = plugin.send_synchronize(&req, deadline).await?;
-        if !req.more {
+        let msg = message(&pods[..np], &ctrs[..nc], more);
+        (pods, ctrs) = (&pods[np..], &ctrs[nc..]);
+        let rpl = plugin.send_synchronize(msg, deadline).await?;
+        if !more {
             return Ok(rpl.update);
         }
         if !rpl.more || !rpl.update.is_empty() {
@@ -97,6 +174,40 @@ pub(crate) async fn synchronize(
                 "plugin does not handle split sync requests".to_string(),
             ));
         }
+    }
+}
+
+/// The plugins a [`SyncCb`](super::SyncCb) synchronizes, and how their
+/// failures count.
+pub(crate) enum SyncTargets {
+    /// A plugin that connected on its own: its failure is the sync's failure.
+    External(Arc<Plugin>),
+    /// The plugins started together: one that fails is closed, and the
+    /// others go on.
+    Started(Vec<Arc<Plugin>>),
+}
+
+impl SyncTargets {
+    pub(crate) async fn synchronize(
+        &self,
+        state: &EncodedState<'_>,
+        timeout: std::time::Duration,
+    ) -> Result<Vec<ContainerUpdate>, Error> {
+        let plugins = match self {
+            SyncTargets::External(p) => return synchronize(p, state, timeout).await,
+            SyncTargets::Started(plugins) => plugins,
+        };
+        let mut updates = Vec::new();
+        for p in plugins {
+            match synchronize(p, state, timeout).await {
+                Ok(u) => updates.extend(u),
+                Err(e) => {
+                    warn!("failed to synchronize plugin {}: {e}", p.qualified_name());
+                    p.close();
+                }
+            }
+        }
+        Ok(updates)
     }
 }
 
@@ -165,6 +276,7 @@ impl std::fmt::Debug for PluginSyncBlock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::SynchronizeRequest;
 
     #[test]
     fn chunks_shrink_by_at_most_ninety_percent() {
@@ -191,15 +303,14 @@ mod tests {
         );
     }
 
-    #[test]
-    fn payload_size_is_the_encoded_size() {
-        let pods: Vec<PodSandbox> = (0..3)
+    fn state() -> (Vec<PodSandbox>, Vec<Container>) {
+        let pods = (0..3)
             .map(|i| PodSandbox {
                 id: format!("pod-{i}").repeat(40 * i + 1),
                 ..Default::default()
             })
             .collect();
-        let ctrs: Vec<Container> = (0..5)
+        let ctrs = (0..5)
             .map(|i| Container {
                 id: "c".repeat(100 * i),
                 pod_sandbox_id: "pod-0".into(),
@@ -207,39 +318,94 @@ mod tests {
                 ..Default::default()
             })
             .collect();
+        (pods, ctrs)
+    }
+
+    #[test]
+    fn a_message_is_what_encoding_the_request_gives() {
+        let (pods, ctrs) = state();
+        let (p, c) = EncodedState::encode(&pods, &ctrs).unwrap();
+        let st = EncodedState::new(&p, &c);
         for more in [false, true] {
-            let req = SynchronizeRequest {
+            let want = SynchronizeRequest {
                 pods: pods.clone(),
                 containers: ctrs.clone(),
                 more,
                 ..Default::default()
-            };
-            let pod_sizes: Vec<usize> = pods.iter().map(|p| p.compute_size() as usize).collect();
-            let ctr_sizes: Vec<usize> = ctrs.iter().map(|c| c.compute_size() as usize).collect();
-            assert_eq!(
-                payload_size(&pod_sizes, &ctr_sizes, more),
-                req.write_to_bytes().unwrap().len()
-            );
-            assert_eq!(
-                envelope_size_for(payload_size(&pod_sizes, &ctr_sizes, more)),
-                envelope_size(&req)
-            );
+            }
+            .write_to_bytes()
+            .unwrap();
+            let got = message(&st.pods, &st.containers, more);
+            assert_eq!(got, want);
+            assert_eq!(payload_size(&st.pods, &st.containers, more), want.len());
         }
     }
 
     #[test]
-    fn envelope_size_accounts_for_the_ttrpc_request() {
-        let req = SynchronizeRequest::default();
-        let empty = envelope_size(&req);
-        assert!(empty > SERVICE.len() + METHOD.len());
-        let big = SynchronizeRequest {
-            containers: vec![Container {
-                id: "x".repeat(1000),
-                ..Default::default()
-            }],
+    fn split_finds_every_object_without_decoding_it() {
+        let (pods, ctrs) = state();
+        let mut buf = SynchronizeRequest {
+            pods: pods.clone(),
+            containers: ctrs.clone(),
+            more: true,
             ..Default::default()
-        };
-        assert!(envelope_size(&big) > empty + 1000);
+        }
+        .write_to_bytes()
+        .unwrap();
+        // An unknown varint field and an unknown length-delimited one.
+        buf.extend([9 << 3, 42, 10 << 3 | 2, 2, b'h', b'i']);
+        let st = EncodedState::split(&buf).unwrap();
+        assert_eq!((st.pods.len(), st.containers.len()), (3, 5));
+        let again = SynchronizeRequest::parse_from_bytes(&message(&st.pods, &st.containers, false))
+            .unwrap();
+        assert_eq!(again.pods, pods);
+        assert_eq!(again.containers, ctrs);
+        assert!(!again.more);
+        // Objects are slices of the caller's buffer, not copies.
+        let range = buf.as_ptr_range();
+        assert!(st
+            .pods
+            .iter()
+            .chain(&st.containers)
+            .all(|o| range.contains(&o.as_ptr())));
+    }
+
+    #[test]
+    fn split_refuses_broken_framing() {
+        let (pods, ctrs) = state();
+        let good = SynchronizeRequest {
+            pods,
+            containers: ctrs,
+            ..Default::default()
+        }
+        .write_to_bytes()
+        .unwrap();
+        for (what, bad) in [
+            ("truncated", good[..good.len() - 1].to_vec()),
+            ("length past the end", vec![PODS as u8 * 8 | 2, 100, 1, 2]),
+            ("pods as a varint", vec![PODS as u8 * 8, 1]),
+            ("field number 0", vec![2, 0]),
+            ("unterminated varint", vec![0xff; 11]),
+        ] {
+            assert!(EncodedState::split(&bad).is_err(), "{what} accepted");
+        }
+        assert!(EncodedState::split(&[]).unwrap().pods.is_empty());
+    }
+
+    #[test]
+    fn envelope_size_bounds_the_ttrpc_request() {
+        for n in [0, 100, 5000, 300_000] {
+            let req = ttrpc::Request {
+                service: SERVICE.into(),
+                method: METHOD.into(),
+                payload: vec![7; n],
+                timeout_nano: i64::MAX,
+                ..Default::default()
+            };
+            let len = req.write_to_bytes().unwrap().len();
+            assert!(len <= envelope_size(n), "{len} > {}", envelope_size(n));
+            assert!(len + 11 >= envelope_size(n));
+        }
     }
 
     #[tokio::test]

@@ -17,11 +17,11 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use protobuf::Message;
 
-use super::buffer::{bytes, decode, decode_raw, encode, nri_buffer, str_arg, write_out};
+use super::buffer::{bytes, decode, encode, nri_buffer, str_arg, write_out};
 use super::error::{boundary, nri_error, nri_status, to_cstring, Failure};
 use crate::adaptation::{
-    BoxError, BuiltinHandlers, Deprecation, DeprecationRecorder, Error, Metrics, SyncCb, SyncFn,
-    UpdateFn,
+    BoxError, BuiltinHandlers, Deprecation, DeprecationRecorder, EncodedState, Error, Metrics,
+    SyncCb, SyncFn, UpdateFn,
 };
 use crate::api::*;
 
@@ -188,13 +188,17 @@ pub unsafe extern "C" fn nri_sync_cb_call(
             return Err(Failure::invalid("updates is NULL"));
         }
         // SAFETY: guaranteed by the caller.
-        let mut req: SynchronizeRequest = unsafe { decode_raw(state, len) }?;
-        let (pods, ctrs) = (
-            std::mem::take(&mut req.pods),
-            std::mem::take(&mut req.containers),
-        );
+        let state = unsafe { bytes(SynchronizeRequest::NAME, state, len) }?;
+        // Plugins get the pods and containers as encoded here: decoding and
+        // encoding them again would cost more than all else in a sync.
+        let state = EncodedState::split(state).map_err(|e| {
+            Failure::new(
+                nri_status::InvalidMessage,
+                format!("invalid {}: {e}", SynchronizeRequest::NAME),
+            )
+        })?;
         let mut rsp = SynchronizeResponse::new();
-        rsp.update = cb.handle.block_on(cb.cb.call(pods, ctrs))?;
+        rsp.update = cb.handle.block_on(cb.cb.call_encoded(&state))?;
         let buf = encode(&rsp)?;
         // SAFETY: guaranteed by the caller.
         unsafe { write_out("updates", updates, buf) }
