@@ -416,11 +416,12 @@ var (
 
 // event relays req through the core.
 func (r *Adaptation) event(req proto.Message, call cEvent) error {
-	data, err := proto.Marshal(req)
+	bp, err := marshal(req)
+	defer releaseBuffer(bp)
 	if err != nil {
 		return err
 	}
-	return r.relay(data, call)
+	return r.relay(*bp, call)
 }
 
 // relay hands an encoded request to the core.
@@ -437,11 +438,12 @@ func (r *Adaptation) relay(data []byte, call cEvent) error {
 
 // eventWithResponse relays req through the core and decodes its response into rsp.
 func (r *Adaptation) eventWithResponse(req, rsp proto.Message, call cEventWithResponse) error {
-	data, err := proto.Marshal(req)
+	bp, err := marshal(req)
+	defer releaseBuffer(bp)
 	if err != nil {
 		return err
 	}
-	out, err := r.relayWithResponse(data, call)
+	out, err := r.relayWithResponse(*bp, call)
 	if err != nil {
 		return err
 	}

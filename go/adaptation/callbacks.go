@@ -44,11 +44,12 @@ func nriGoSync(h C.uintptr_t, cb *C.nri_sync_cb, reply *C.nri_reply) {
 	defer recoverInto(reply, "SyncFn")
 	r := cgo.Handle(h).Value().(*runtimeCallbacks)
 	syncCB := func(_ context.Context, pods []*PodSandbox, containers []*Container) ([]*ContainerUpdate, error) {
-		state, err := proto.Marshal(&api.SynchronizeRequest{Pods: pods, Containers: containers})
+		state, err := marshal(&api.SynchronizeRequest{Pods: pods, Containers: containers})
+		defer releaseBuffer(state)
 		if err != nil {
 			return nil, err
 		}
-		p, n := bytesArg(state)
+		p, n := bytesArg(*state)
 		var (
 			buf  C.nri_buffer
 			cerr *C.nri_error

@@ -18,6 +18,7 @@ import "C"
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"google.golang.org/protobuf/proto"
@@ -52,6 +53,34 @@ func bytesArg(b []byte) (*C.uint8_t, C.size_t) {
 	return (*C.uint8_t)(unsafe.Pointer(&b[0])), C.size_t(len(b))
 }
 
+// Marshal buffers are reused: a CreateContainerRequest is ~7 KB, and a
+// fresh buffer per event was most of the bytes the boundary allocated.
+// Lending a pooled buffer to C is safe because the core never keeps it:
+// every export that takes request bytes decodes (or, for nri_reply_set_data,
+// copies) them into its own memory before it returns (src/ffi/buffer.rs
+// decode_raw and bytes). Buffers that grew past maxPooledBuffer (a large
+// Synchronize state) are left to the GC rather than kept alive by the pool.
+const maxPooledBuffer = 256 << 10
+
+var bufferPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// marshal encodes msg into a pooled buffer, *bp. The bytes stay valid
+// until releaseBuffer(bp), which the caller must call, also on error,
+// once the C call that reads them has returned.
+func marshal(msg proto.Message) (bp *[]byte, err error) {
+	bp = bufferPool.Get().(*[]byte)
+	*bp, err = proto.MarshalOptions{}.MarshalAppend((*bp)[:0], msg)
+	return bp, err
+}
+
+// releaseBuffer returns a buffer from marshal to the pool.
+func releaseBuffer(bp *[]byte) {
+	if cap(*bp) <= maxPooledBuffer {
+		*bp = (*bp)[:0]
+		bufferPool.Put(bp)
+	}
+}
+
 // takeBuffer copies an owned core buffer into Go memory and releases it.
 func takeBuffer(buf *C.nri_buffer) []byte {
 	defer C.nri_buffer_free(buf)
@@ -70,11 +99,13 @@ func goBytes(p *C.uint8_t, n C.size_t) []byte {
 }
 
 // replyWith sets a callback's reply: the error, or the encoded message.
+// nri_reply_set_data copies the bytes, so the buffer is reused.
 func replyWith(reply *C.nri_reply, msg proto.Message, err error) {
 	if err == nil && msg != nil {
-		var data []byte
-		if data, err = proto.Marshal(msg); err == nil {
-			p, n := bytesArg(data)
+		bp, merr := marshal(msg)
+		defer releaseBuffer(bp)
+		if err = merr; err == nil {
+			p, n := bytesArg(*bp)
 			C.nri_reply_set_data(reply, p, n)
 			return
 		}
