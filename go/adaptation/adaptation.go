@@ -443,16 +443,12 @@ func (r *Adaptation) eventWithResponse(req, rsp proto.Message, call cEventWithRe
 	if err != nil {
 		return err
 	}
-	out, err := r.relayWithResponse(*bp, call)
-	if err != nil {
-		return err
-	}
-	return proto.Unmarshal(out, rsp)
+	return r.relayWithResponse(*bp, rsp, call)
 }
 
-// relayWithResponse hands an encoded request to the core and returns the
-// encoded response.
-func (r *Adaptation) relayWithResponse(data []byte, call cEventWithResponse) ([]byte, error) {
+// relayWithResponse hands an encoded request to the core and decodes the
+// encoded response into rsp.
+func (r *Adaptation) relayWithResponse(data []byte, rsp proto.Message, call cEventWithResponse) error {
 	p, n := bytesArg(data)
 	var (
 		buf  C.nri_buffer
@@ -464,9 +460,9 @@ func (r *Adaptation) relayWithResponse(data []byte, call cEventWithResponse) ([]
 	runtime.KeepAlive(data)
 	runtime.KeepAlive(r)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return takeBuffer(&buf), nil
+	return takeMessage(&buf, rsp)
 }
 
 // RunPodSandbox relays the corresponding CRI request to plugins.

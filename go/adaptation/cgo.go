@@ -81,21 +81,32 @@ func releaseBuffer(bp *[]byte) {
 	}
 }
 
-// takeBuffer copies an owned core buffer into Go memory and releases it.
-func takeBuffer(buf *C.nri_buffer) []byte {
-	defer C.nri_buffer_free(buf)
-	if buf.data == nil || buf.len == 0 {
-		return nil
-	}
-	return C.GoBytes(unsafe.Pointer(buf.data), C.int(buf.len))
-}
-
-// goBytes views C memory lent to a callback, copied.
-func goBytes(p *C.uint8_t, n C.size_t) []byte {
+// cBytes views C memory without copying it. The view is valid only while
+// the C memory is: for a buffer, until it is freed; for a callback's
+// argument, until the callback returns.
+func cBytes(p *C.uint8_t, n C.size_t) []byte {
 	if p == nil || n == 0 {
 		return nil
 	}
-	return C.GoBytes(unsafe.Pointer(p), C.int(n))
+	return unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n))
+}
+
+// unmarshalC decodes msg straight from C memory, without copying it into
+// Go memory first. This is safe because the result never aliases its
+// input: proto.Unmarshal copies every string, bytes field and unknown
+// field out of the buffer (only the internal flag
+// protoiface.UnmarshalAliasBuffer, which proto.UnmarshalOptions never
+// sets, would let it keep references; see proto/decode.go and
+// internal/impl of google.golang.org/protobuf).
+// TestUnmarshalKeepsNoReferenceToInput checks this.
+func unmarshalC(p *C.uint8_t, n C.size_t, msg proto.Message) error {
+	return proto.Unmarshal(cBytes(p, n), msg)
+}
+
+// takeMessage decodes an owned core buffer into msg and releases it.
+func takeMessage(buf *C.nri_buffer, msg proto.Message) error {
+	defer C.nri_buffer_free(buf)
+	return unmarshalC(buf.data, buf.len, msg)
 }
 
 // replyWith sets a callback's reply: the error, or the encoded message.
