@@ -416,11 +416,12 @@ var (
 
 // event relays req through the core.
 func (r *Adaptation) event(req proto.Message, call cEvent) error {
-	data, err := proto.Marshal(req)
+	bp, err := marshal(req)
+	defer releaseBuffer(bp)
 	if err != nil {
 		return err
 	}
-	return r.relay(data, call)
+	return r.relay(*bp, call)
 }
 
 // relay hands an encoded request to the core.
@@ -437,20 +438,17 @@ func (r *Adaptation) relay(data []byte, call cEvent) error {
 
 // eventWithResponse relays req through the core and decodes its response into rsp.
 func (r *Adaptation) eventWithResponse(req, rsp proto.Message, call cEventWithResponse) error {
-	data, err := proto.Marshal(req)
+	bp, err := marshal(req)
+	defer releaseBuffer(bp)
 	if err != nil {
 		return err
 	}
-	out, err := r.relayWithResponse(data, call)
-	if err != nil {
-		return err
-	}
-	return proto.Unmarshal(out, rsp)
+	return r.relayWithResponse(*bp, rsp, call)
 }
 
-// relayWithResponse hands an encoded request to the core and returns the
-// encoded response.
-func (r *Adaptation) relayWithResponse(data []byte, call cEventWithResponse) ([]byte, error) {
+// relayWithResponse hands an encoded request to the core and decodes the
+// encoded response into rsp.
+func (r *Adaptation) relayWithResponse(data []byte, rsp proto.Message, call cEventWithResponse) error {
 	p, n := bytesArg(data)
 	var (
 		buf  C.nri_buffer
@@ -462,9 +460,9 @@ func (r *Adaptation) relayWithResponse(data []byte, call cEventWithResponse) ([]
 	runtime.KeepAlive(data)
 	runtime.KeepAlive(r)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return takeBuffer(&buf), nil
+	return takeMessage(&buf, rsp)
 }
 
 // RunPodSandbox relays the corresponding CRI request to plugins.

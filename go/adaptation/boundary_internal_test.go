@@ -1,11 +1,14 @@
 package adaptation
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 // Bytes that are not a protobuf message reach the core and are refused
@@ -22,7 +25,7 @@ func TestGarbageBytesAreRefused(t *testing.T) {
 	}
 	defer r.Stop()
 
-	_, err = r.relayWithResponse([]byte{0xff, 0xff, 0xff, 0xff}, cCreateContainer)
+	err = r.relayWithResponse([]byte{0xff, 0xff, 0xff, 0xff}, &CreateContainerResponse{}, cCreateContainer)
 	if err == nil || !strings.HasPrefix(err.Error(), "invalid CreateContainerRequest") {
 		t.Fatalf("garbage request: got %v", err)
 	}
@@ -39,5 +42,43 @@ func TestGarbageBytesAreRefused(t *testing.T) {
 	})
 	if err != nil || rsp == nil {
 		t.Fatalf("adaptation unusable after bad input: %v", err)
+	}
+}
+
+// unmarshalC decodes messages straight from the core's memory, which is
+// freed right after. That is only sound while protobuf copies everything
+// it decodes: strings, maps, repeated fields and unknown fields.
+func TestUnmarshalKeepsNoReferenceToInput(t *testing.T) {
+	// Compared with values built apart from the input: a copy of the
+	// decoded message would share any aliased string with it.
+	want := &api.CreateContainerRequest{
+		Pod: &api.PodSandbox{Id: "pod0", Labels: map[string]string{"app": "web"}},
+		Container: &api.Container{
+			Id:     "ctr0",
+			Env:    []string{"A=1"},
+			Mounts: []*api.Mount{{Destination: "/mnt", Options: []string{"ro"}}},
+		},
+	}
+	in, err := proto.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := protowire.AppendTag(nil, 99, protowire.BytesType)
+	unknown = protowire.AppendBytes(unknown, []byte("a field this API does not know"))
+	in = append(in, unknown...)
+
+	got := &api.CreateContainerRequest{}
+	if err := proto.Unmarshal(in, got); err != nil {
+		t.Fatal(err)
+	}
+	for i := range in {
+		in[i] = 0xa5
+	}
+	if !bytes.Equal(got.ProtoReflect().GetUnknown(), unknown) {
+		t.Fatalf("unknown fields changed with the input: %q", got.ProtoReflect().GetUnknown())
+	}
+	got.ProtoReflect().SetUnknown(nil)
+	if !proto.Equal(got, want) {
+		t.Fatalf("decoded message changed with its input: %v", got)
 	}
 }

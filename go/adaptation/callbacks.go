@@ -44,11 +44,12 @@ func nriGoSync(h C.uintptr_t, cb *C.nri_sync_cb, reply *C.nri_reply) {
 	defer recoverInto(reply, "SyncFn")
 	r := cgo.Handle(h).Value().(*runtimeCallbacks)
 	syncCB := func(_ context.Context, pods []*PodSandbox, containers []*Container) ([]*ContainerUpdate, error) {
-		state, err := proto.Marshal(&api.SynchronizeRequest{Pods: pods, Containers: containers})
+		state, err := marshal(&api.SynchronizeRequest{Pods: pods, Containers: containers})
+		defer releaseBuffer(state)
 		if err != nil {
 			return nil, err
 		}
-		p, n := bytesArg(state)
+		p, n := bytesArg(*state)
 		var (
 			buf  C.nri_buffer
 			cerr *C.nri_error
@@ -59,7 +60,7 @@ func nriGoSync(h C.uintptr_t, cb *C.nri_sync_cb, reply *C.nri_reply) {
 			return nil, err
 		}
 		rsp := &api.SynchronizeResponse{}
-		if err := proto.Unmarshal(takeBuffer(&buf), rsp); err != nil {
+		if err := takeMessage(&buf, rsp); err != nil {
 			return nil, err
 		}
 		return rsp.Update, nil
@@ -76,7 +77,7 @@ func nriGoUpdate(h C.uintptr_t, req *C.uint8_t, n C.size_t, reply *C.nri_reply) 
 	defer recoverInto(reply, "UpdateFn")
 	r := cgo.Handle(h).Value().(*runtimeCallbacks)
 	in := &api.UpdateContainersRequest{}
-	if err := proto.Unmarshal(goBytes(req, n), in); err != nil {
+	if err := unmarshalC(req, n, in); err != nil {
 		replyError(reply, err.Error())
 		return
 	}
@@ -142,7 +143,9 @@ func nriGoBuiltin(h C.uintptr_t, op C.uint32_t, req *C.uint8_t, n C.size_t, repl
 		replyError(reply, fmt.Sprintf("builtin plugin %s-%s: unknown request %d", b.Index, b.Base, op))
 		return
 	}
-	rsp, err := call(context.Background(), b, goBytes(req, n))
+	// The request is decoded straight from the core's memory, valid for
+	// the duration of this callback (see unmarshalC).
+	rsp, err := call(context.Background(), b, cBytes(req, n))
 	replyWith(reply, rsp, err)
 }
 
@@ -174,7 +177,7 @@ func nriGoAdjustments(h C.uintptr_t, plugin, op *C.char, adj *C.uint8_t, n C.siz
 	var adjust *ContainerAdjustment
 	if adj != nil {
 		adjust = &ContainerAdjustment{}
-		if err := proto.Unmarshal(goBytes(adj, n), adjust); err != nil {
+		if err := unmarshalC(adj, n, adjust); err != nil {
 			adjust = nil
 		}
 	}

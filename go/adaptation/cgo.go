@@ -18,6 +18,7 @@ import "C"
 
 import (
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"google.golang.org/protobuf/proto"
@@ -52,29 +53,70 @@ func bytesArg(b []byte) (*C.uint8_t, C.size_t) {
 	return (*C.uint8_t)(unsafe.Pointer(&b[0])), C.size_t(len(b))
 }
 
-// takeBuffer copies an owned core buffer into Go memory and releases it.
-func takeBuffer(buf *C.nri_buffer) []byte {
-	defer C.nri_buffer_free(buf)
-	if buf.data == nil || buf.len == 0 {
-		return nil
-	}
-	return C.GoBytes(unsafe.Pointer(buf.data), C.int(buf.len))
+// Marshal buffers are reused: a CreateContainerRequest is ~7 KB, and a
+// fresh buffer per event was most of the bytes the boundary allocated.
+// Lending a pooled buffer to C is safe because the core never keeps it:
+// every export that takes request bytes decodes (or, for nri_reply_set_data,
+// copies) them into its own memory before it returns (src/ffi/buffer.rs
+// decode_raw and bytes). Buffers that grew past maxPooledBuffer (a large
+// Synchronize state) are left to the GC rather than kept alive by the pool.
+const maxPooledBuffer = 256 << 10
+
+var bufferPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// marshal encodes msg into a pooled buffer, *bp. The bytes stay valid
+// until releaseBuffer(bp), which the caller must call, also on error,
+// once the C call that reads them has returned.
+func marshal(msg proto.Message) (bp *[]byte, err error) {
+	bp = bufferPool.Get().(*[]byte)
+	*bp, err = proto.MarshalOptions{}.MarshalAppend((*bp)[:0], msg)
+	return bp, err
 }
 
-// goBytes views C memory lent to a callback, copied.
-func goBytes(p *C.uint8_t, n C.size_t) []byte {
+// releaseBuffer returns a buffer from marshal to the pool.
+func releaseBuffer(bp *[]byte) {
+	if cap(*bp) <= maxPooledBuffer {
+		*bp = (*bp)[:0]
+		bufferPool.Put(bp)
+	}
+}
+
+// cBytes views C memory without copying it. The view is valid only while
+// the C memory is: for a buffer, until it is freed; for a callback's
+// argument, until the callback returns.
+func cBytes(p *C.uint8_t, n C.size_t) []byte {
 	if p == nil || n == 0 {
 		return nil
 	}
-	return C.GoBytes(unsafe.Pointer(p), C.int(n))
+	return unsafe.Slice((*byte)(unsafe.Pointer(p)), int(n))
+}
+
+// unmarshalC decodes msg straight from C memory, without copying it into
+// Go memory first. This is safe because the result never aliases its
+// input: proto.Unmarshal copies every string, bytes field and unknown
+// field out of the buffer (only the internal flag
+// protoiface.UnmarshalAliasBuffer, which proto.UnmarshalOptions never
+// sets, would let it keep references; see proto/decode.go and
+// internal/impl of google.golang.org/protobuf).
+// TestUnmarshalKeepsNoReferenceToInput checks this.
+func unmarshalC(p *C.uint8_t, n C.size_t, msg proto.Message) error {
+	return proto.Unmarshal(cBytes(p, n), msg)
+}
+
+// takeMessage decodes an owned core buffer into msg and releases it.
+func takeMessage(buf *C.nri_buffer, msg proto.Message) error {
+	defer C.nri_buffer_free(buf)
+	return unmarshalC(buf.data, buf.len, msg)
 }
 
 // replyWith sets a callback's reply: the error, or the encoded message.
+// nri_reply_set_data copies the bytes, so the buffer is reused.
 func replyWith(reply *C.nri_reply, msg proto.Message, err error) {
 	if err == nil && msg != nil {
-		var data []byte
-		if data, err = proto.Marshal(msg); err == nil {
-			p, n := bytesArg(data)
+		bp, merr := marshal(msg)
+		defer releaseBuffer(bp)
+		if err = merr; err == nil {
+			p, n := bytesArg(*bp)
 			C.nri_reply_set_data(reply, p, n)
 			return
 		}
