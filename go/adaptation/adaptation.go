@@ -467,11 +467,17 @@ func (r *Adaptation) relayWithResponse(data []byte, rsp proto.Message, call cEve
 
 // RunPodSandbox relays the corresponding CRI request to plugins.
 func (r *Adaptation) RunPodSandbox(_ context.Context, req *RunPodSandboxRequest) error {
+	if r.skips(api.Event_RUN_POD_SANDBOX) {
+		return nil
+	}
 	return r.event(req, cRunPodSandbox)
 }
 
 // UpdatePodSandbox relays the corresponding CRI request to plugins.
 func (r *Adaptation) UpdatePodSandbox(_ context.Context, req *UpdatePodSandboxRequest) (*UpdatePodSandboxResponse, error) {
+	if r.skips(api.Event_UPDATE_POD_SANDBOX) {
+		return &UpdatePodSandboxResponse{}, nil
+	}
 	rsp := &UpdatePodSandboxResponse{}
 	err := r.eventWithResponse(req, rsp, cUpdatePodSandbox)
 	if err != nil {
@@ -482,21 +488,33 @@ func (r *Adaptation) UpdatePodSandbox(_ context.Context, req *UpdatePodSandboxRe
 
 // PostUpdatePodSandbox relays the corresponding CRI request to plugins.
 func (r *Adaptation) PostUpdatePodSandbox(_ context.Context, req *PostUpdatePodSandboxRequest) error {
+	if r.skips(api.Event_POST_UPDATE_POD_SANDBOX) {
+		return nil
+	}
 	return r.event(req, cPostUpdatePodSandbox)
 }
 
 // StopPodSandbox relays the corresponding CRI request to plugins.
 func (r *Adaptation) StopPodSandbox(_ context.Context, req *StopPodSandboxRequest) error {
+	if r.skips(api.Event_STOP_POD_SANDBOX) {
+		return nil
+	}
 	return r.event(req, cStopPodSandbox)
 }
 
 // RemovePodSandbox relays the corresponding CRI request to plugins.
 func (r *Adaptation) RemovePodSandbox(_ context.Context, req *RemovePodSandboxRequest) error {
+	if r.skips(api.Event_REMOVE_POD_SANDBOX) {
+		return nil
+	}
 	return r.event(req, cRemovePodSandbox)
 }
 
 // CreateContainer relays the corresponding CRI request to plugins.
 func (r *Adaptation) CreateContainer(_ context.Context, req *CreateContainerRequest) (*CreateContainerResponse, error) {
+	if r.skips(api.Event_CREATE_CONTAINER) {
+		return unadjustedCreateResponse(), nil
+	}
 	rsp := &CreateContainerResponse{}
 	err := r.eventWithResponse(req, rsp, cCreateContainer)
 	if err != nil {
@@ -507,21 +525,33 @@ func (r *Adaptation) CreateContainer(_ context.Context, req *CreateContainerRequ
 
 // PostCreateContainer relays the corresponding CRI request to plugins.
 func (r *Adaptation) PostCreateContainer(_ context.Context, req *PostCreateContainerRequest) error {
+	if r.skips(api.Event_POST_CREATE_CONTAINER) {
+		return nil
+	}
 	return r.event(req, cPostCreateContainer)
 }
 
 // StartContainer relays the corresponding CRI request to plugins.
 func (r *Adaptation) StartContainer(_ context.Context, req *StartContainerRequest) error {
+	if r.skips(api.Event_START_CONTAINER) {
+		return nil
+	}
 	return r.event(req, cStartContainer)
 }
 
 // PostStartContainer relays the corresponding CRI request to plugins.
 func (r *Adaptation) PostStartContainer(_ context.Context, req *PostStartContainerRequest) error {
+	if r.skips(api.Event_POST_START_CONTAINER) {
+		return nil
+	}
 	return r.event(req, cPostStartContainer)
 }
 
 // UpdateContainer relays the corresponding CRI request to plugins.
 func (r *Adaptation) UpdateContainer(_ context.Context, req *UpdateContainerRequest) (*UpdateContainerResponse, error) {
+	if r.skips(api.Event_UPDATE_CONTAINER) {
+		return unadjustedUpdateResponse(), nil
+	}
 	rsp := &UpdateContainerResponse{}
 	err := r.eventWithResponse(req, rsp, cUpdateContainer)
 	if err != nil {
@@ -532,11 +562,17 @@ func (r *Adaptation) UpdateContainer(_ context.Context, req *UpdateContainerRequ
 
 // PostUpdateContainer relays the corresponding CRI request to plugins.
 func (r *Adaptation) PostUpdateContainer(_ context.Context, req *PostUpdateContainerRequest) error {
+	if r.skips(api.Event_POST_UPDATE_CONTAINER) {
+		return nil
+	}
 	return r.event(req, cPostUpdateContainer)
 }
 
 // StopContainer relays the corresponding CRI request to plugins.
 func (r *Adaptation) StopContainer(_ context.Context, req *StopContainerRequest) (*StopContainerResponse, error) {
+	if r.skips(api.Event_STOP_CONTAINER) {
+		return &StopContainerResponse{}, nil
+	}
 	rsp := &StopContainerResponse{}
 	err := r.eventWithResponse(req, rsp, cStopContainer)
 	if err != nil {
@@ -547,6 +583,9 @@ func (r *Adaptation) StopContainer(_ context.Context, req *StopContainerRequest)
 
 // RemoveContainer relays the corresponding CRI request to plugins.
 func (r *Adaptation) RemoveContainer(_ context.Context, req *RemoveContainerRequest) error {
+	if r.skips(api.Event_REMOVE_CONTAINER) {
+		return nil
+	}
 	return r.event(req, cRemoveContainer)
 }
 

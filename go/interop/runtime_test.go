@@ -142,7 +142,7 @@ func (r *testRuntime) installPlugin(name, idx string, config map[string]any) {
 type record map[string]any
 
 func (rec record) str(key string) string { s, _ := rec[key].(string); return s }
-func (rec record) num(key string) int   { f, _ := rec[key].(float64); return int(f) }
+func (rec record) num(key string) int    { f, _ := rec[key].(float64); return int(f) }
 
 // recorder reads what the plugin appended to its record file.
 type recorder struct {

@@ -221,8 +221,16 @@ pub(crate) struct Core {
     /// Checked under the event lock, which `stop` takes, so an event either
     /// runs entirely before the plugins are closed or not at all.
     running: AtomicBool,
+    /// The events some active plugin subscribes to, and whether the
+    /// adaptation is running, in one word ([`Core::wants`]): republished
+    /// under the plugin list's lock whenever either changes.
+    interest: AtomicU64,
     sync_lock: sync::SyncLock,
 }
+
+/// The bit of [`Core::interest`] saying the adaptation is running; the low
+/// 32 bits are an [`EventMask`].
+const RUNNING: u64 = 1 << 63;
 
 impl Core {
     pub(crate) fn registration_timeout(&self) -> Duration {
@@ -261,6 +269,42 @@ impl Core {
         self.plugins.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether `event` would reach a plugin now. False only while running
+    /// with no plugin subscribed to it (for CreateContainer, no validator
+    /// either): the event's outcome is then known without running it, and
+    /// a caller may skip it, as upstream costs nothing without plugins. One
+    /// load of a word published with the plugin list, so running and the
+    /// subscriptions are seen as they were at one instant.
+    pub(crate) fn wants(&self, event: Event) -> bool {
+        let interest = self.interest.load(Ordering::Acquire);
+        let mask = EventMask::from_raw(interest as u32 as i32);
+        interest & RUNNING == 0
+            || !EventMask::VALID.is_set(event)
+            || mask.is_set(event)
+            || (event == Event::CREATE_CONTAINER
+                && mask.is_set(Event::VALIDATE_CONTAINER_ADJUSTMENT))
+    }
+
+    /// Republishes [`Core::interest`]; `plugins` is the locked list.
+    fn publish_interest(&self, plugins: &[Arc<Plugin>]) {
+        let events = plugins
+            .iter()
+            .fold(0u32, |m, p| m | p.events().raw() as u32);
+        let running = if self.running.load(Ordering::Acquire) {
+            RUNNING
+        } else {
+            0
+        };
+        self.interest
+            .store(u64::from(events) | running, Ordering::Release);
+    }
+
+    fn set_running(&self, running: bool) {
+        let plugins = self.lock_plugins();
+        self.running.store(running, Ordering::Release);
+        self.publish_interest(&plugins);
+    }
+
     /// Adds plugins, keeping index order (stable: equal indices keep their
     /// arrival order, which upstream leaves unspecified).
     fn add_plugins(&self, new: impl IntoIterator<Item = Arc<Plugin>>) {
@@ -268,6 +312,7 @@ impl Core {
             let mut plugins = self.lock_plugins();
             plugins.extend(new);
             plugins.sort_by(|a, b| a.idx.cmp(&b.idx));
+            self.publish_interest(&plugins);
             plugins.len()
         };
         self.metrics.update_plugin_count(count);
@@ -279,6 +324,7 @@ impl Core {
             let mut plugins = self.lock_plugins();
             let (closed, open): (Vec<_>, Vec<_>) = plugins.drain(..).partition(|p| p.is_closed());
             *plugins = open;
+            self.publish_interest(&plugins);
             (closed, plugins.len())
         };
         for p in closed {
@@ -289,7 +335,12 @@ impl Core {
     }
 
     fn close_all(&self) {
-        let plugins = std::mem::take(&mut *self.lock_plugins());
+        let plugins = {
+            let mut plugins = self.lock_plugins();
+            let all = std::mem::take(&mut *plugins);
+            self.publish_interest(&plugins);
+            all
+        };
         for p in plugins {
             p.close();
         }
@@ -394,6 +445,7 @@ impl Adaptation {
             plugins: Mutex::new(Vec::new()),
             events: tokio::sync::Mutex::new(()),
             running: AtomicBool::new(false),
+            interest: AtomicU64::new(0),
             sync_lock: sync::SyncLock::default(),
         });
         info!("runtime interface created");
@@ -460,8 +512,17 @@ impl Adaptation {
                 .await?;
             *self.listener.lock().unwrap_or_else(|e| e.into_inner()) = Some(l);
         }
-        self.core.running.store(true, Ordering::Release);
+        self.core.set_running(true);
         Ok(())
+    }
+
+    /// Whether `event` would reach any plugin now. False only while running
+    /// and no active plugin subscribes to it (for `CreateContainer`: and no
+    /// validator is active). The event's outcome is then known: success
+    /// with the response of an event no plugin saw. A runtime may skip the
+    /// event and save encoding the request (the Go wrapper does).
+    pub fn wants_event(&self, event: Event) -> bool {
+        self.core.wants(event)
     }
 
     /// Whether the adaptation is started and not stopped.
@@ -480,7 +541,7 @@ impl Adaptation {
     }
 
     fn shut_down(&self) {
-        self.core.running.store(false, Ordering::Release);
+        self.core.set_running(false);
         if let Some(l) = self
             .listener
             .lock()

@@ -136,6 +136,29 @@ pub unsafe extern "C" fn nri_adaptation_stop(
     })
 }
 
+/// Whether `event` (an NRI `Event` number: 1 RunPodSandbox ... 4
+/// CreateContainer ...) would reach any plugin now. False only while the
+/// adaptation runs and no active plugin subscribes to the event (for
+/// CreateContainer: and no validator is active). Such an event succeeds
+/// without any plugin seeing it, with the response it has when no plugin
+/// answers, so a runtime may skip it and save encoding the request. True
+/// for a NULL handle, an unknown event, or an adaptation not running: the
+/// event call then reports why. One atomic load; never blocks.
+///
+/// # Safety
+/// `a` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_wants_event(a: *const nri_adaptation, event: i32) -> bool {
+    let wants = || {
+        // SAFETY: guaranteed by the caller.
+        let Ok(a) = (unsafe { adaptation(a) }) else {
+            return true;
+        };
+        <Event as protobuf::Enum>::from_i32(event).is_none_or(|e| a.wants_event(e))
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(wants)).unwrap_or(true)
+}
+
 /// Stops the adaptation if needed and releases it; the callbacks' user data
 /// finalizers run once every callback has returned. NULL is a no-op.
 ///

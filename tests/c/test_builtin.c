@@ -72,6 +72,40 @@ static void subscription_comes_from_the_events_mask(void **state)
     assert_int_equal(recorder_count(&f->rec, NRI_BUILTIN_OP_VALIDATE_CONTAINER_ADJUSTMENT), 0);
 }
 
+/* Whether an event would reach a plugin: subscriptions while running; any
+ * event while not running (the event call then says why) or unknown. */
+static void wants_event_follows_subscriptions_and_validators(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    fixture_add(f, &f->rec, "creates-only", "10", EVENT_BIT(NRI_BUILTIN_OP_CREATE_CONTAINER));
+    fixture_add(f, &f->rec2, "stops-only", "20", EVENT_BIT(NRI_BUILTIN_OP_STOP_CONTAINER));
+    nri_adaptation *a = fixture_new(f);
+    assert_true(nri_adaptation_wants_event(a, NRI_BUILTIN_OP_RUN_POD_SANDBOX));
+    assert_ok(nri_adaptation_start(a, &err), &err);
+    assert_true(nri_adaptation_wants_event(a, NRI_BUILTIN_OP_CREATE_CONTAINER));
+    assert_true(nri_adaptation_wants_event(a, NRI_BUILTIN_OP_STOP_CONTAINER));
+    assert_false(nri_adaptation_wants_event(a, NRI_BUILTIN_OP_RUN_POD_SANDBOX));
+    assert_false(nri_adaptation_wants_event(a, NRI_BUILTIN_OP_REMOVE_CONTAINER));
+    assert_false(nri_adaptation_wants_event(a, NRI_BUILTIN_OP_UPDATE_POD_SANDBOX));
+    /* Unknown events, and not events at all. */
+    assert_true(nri_adaptation_wants_event(a, 0));
+    assert_true(nri_adaptation_wants_event(a, NRI_BUILTIN_OP_SYNCHRONIZE));
+    assert_true(nri_adaptation_wants_event(a, -1));
+    assert_true(nri_adaptation_wants_event(NULL, NRI_BUILTIN_OP_RUN_POD_SANDBOX));
+    assert_ok(nri_adaptation_stop(a, &err), &err);
+    assert_true(nri_adaptation_wants_event(a, NRI_BUILTIN_OP_RUN_POD_SANDBOX));
+}
+
+static void a_validator_wants_every_creation(void **state)
+{
+    fixture *f = *state;
+    fixture_add(f, &f->rec, "validator", "10", EVENT_BIT(NRI_BUILTIN_OP_VALIDATE_CONTAINER_ADJUSTMENT));
+    nri_adaptation *a = fixture_start(f);
+    assert_true(nri_adaptation_wants_event(a, NRI_BUILTIN_OP_CREATE_CONTAINER));
+    assert_false(nri_adaptation_wants_event(a, NRI_BUILTIN_OP_UPDATE_CONTAINER));
+}
+
 static void a_validator_rejects_with_its_reason(void **state)
 {
     fixture *f = *state;
@@ -216,6 +250,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         FIXTURE_TEST(plugins_adjust_in_index_order),
         FIXTURE_TEST(subscription_comes_from_the_events_mask),
+        FIXTURE_TEST(wants_event_follows_subscriptions_and_validators),
+        FIXTURE_TEST(a_validator_wants_every_creation),
         FIXTURE_TEST(a_validator_rejects_with_its_reason),
         FIXTURE_TEST(handler_errors_fail_the_event),
         FIXTURE_TEST(undecodable_replies_fail_the_event),
