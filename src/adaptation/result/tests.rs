@@ -2085,3 +2085,41 @@ fn odd_replies_do_not_panic() {
     result.apply(&mut req, "00-a", rpl).unwrap();
     assert_eq!(result.into_response().update.len(), 1);
 }
+
+fn key_hash(key: &str) -> u64 {
+    use std::hash::BuildHasher;
+    BuildHasherDefault::<KeyHasher>::default().hash_one(key)
+}
+
+#[test]
+fn key_hasher_spreads_keys_differing_late_over_buckets() {
+    // Keys alike but for their last bytes. Random hashes would fill ~227
+    // of the 1024 buckets; FxHash's plain multiply fills 32 for `KEY_`.
+    for prefix in ["KEY_", "BENCH_PLUGIN_", "/var/lib/bench/", "ABCDEFG"] {
+        let buckets: HashSet<u64> = (0..256)
+            .map(|i| key_hash(&format!("{prefix}{i:02x}")) & 1023)
+            .collect();
+        assert!(buckets.len() >= 200, "{prefix}: {} buckets", buckets.len());
+    }
+}
+
+#[test]
+fn key_hasher_reads_every_byte() {
+    let keys = [
+        "",
+        "a",
+        "b",
+        "abcdefgh",
+        "abcdefgi",
+        "abcdefgha",
+        "abcdefghb",
+        "bbcdefgha",
+    ];
+    let hashes: HashSet<u64> = keys.iter().map(|k| key_hash(k)).collect();
+    assert_eq!(hashes.len(), keys.len());
+    assert_eq!(key_hash("abcdefgha"), key_hash(&String::from("abcdefgha")));
+
+    let set: KeySet = keys[1..].iter().map(|k| k.to_string()).collect();
+    assert!(keys[1..].iter().all(|k| set.contains(*k)));
+    assert!(!set.contains("") && !set.contains("abcdefg"));
+}
