@@ -17,7 +17,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
 
 use protobuf::MessageField;
 
@@ -1173,63 +1172,12 @@ fn fresh_update(ctr_id: &str, ignore_failure: bool) -> ContainerUpdate {
 
 /// A set of the keys one reply sets or removes (env names, mount
 /// destinations, map keys), looked up for every entry of the container.
-type KeySet = HashSet<String, BuildHasherDefault<KeyHasher>>;
+/// std's SipHash, not a cheaper hasher: a plugin chooses these keys, and a
+/// reply of colliding keys must not stall every creation.
+type KeySet = HashSet<String>;
 
 /// A map from such keys (or container IDs) to positions.
-type KeyMap<V> = HashMap<String, V, BuildHasherDefault<KeyHasher>>;
-
-/// A cheap string hasher for the merge's own sets and maps. Each reply's
-/// sets are probed once for every env entry and mount of the container
-/// (~60); with std's SipHash that alone was ~16,000 instructions per
-/// plugin hop.
-///
-/// Not resistant to chosen collisions, and it need not be: what is
-/// inserted comes from one plugin's reply, and a plugin is trusted with
-/// far more than this; keys from the container are only looked up, so at
-/// worst they probe a set the plugin filled.
-///
-/// Each 8-byte word (the last one zero-padded) is mixed in by a folded
-/// multiply: the 128-bit product's halves XORed, so every input bit reaches
-/// the low bits the table picks buckets by. (FxHash's plain multiply leaves
-/// the low bits depending on the inputs' low bits only, which crowds keys
-/// that differ late, like `KEY_1` and `KEY_2`, into a few buckets.)
-#[derive(Default, Clone, Copy)]
-struct KeyHasher {
-    hash: u64,
-}
-
-impl KeyHasher {
-    /// Any odd constant with bits spread over the word (FxHash's).
-    const MULTIPLIER: u128 = 0x51_7c_c1_b7_27_22_0a_95;
-
-    fn add(&mut self, word: u64) {
-        let product = u128::from(self.hash ^ word) * Self::MULTIPLIER;
-        self.hash = (product as u64) ^ ((product >> 64) as u64);
-    }
-}
-
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for word in &mut words {
-            self.add(u64::from_le_bytes(word.try_into().expect("8 bytes")));
-        }
-        let tail = words.remainder();
-        if !tail.is_empty() {
-            let mut word = [0u8; 8];
-            word[..tail.len()].copy_from_slice(tail);
-            self.add(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u8(&mut self, byte: u8) {
-        self.add(u64::from(byte));
-    }
-
-    fn finish(&self) -> u64 {
-        self.hash
-    }
-}
+type KeyMap<V> = HashMap<String, V>;
 
 #[cfg(test)]
 mod tests;
