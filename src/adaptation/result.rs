@@ -82,7 +82,7 @@ impl std::error::Error for MergeError {}
 pub struct CreateResult {
     owners: OwningPlugins,
     reply: CreateContainerResponse,
-    update_index: HashMap<String, usize>,
+    update_index: KeyMap<usize>,
 }
 
 impl CreateResult {
@@ -97,7 +97,7 @@ impl CreateResult {
                 adjust: MessageField::some(empty_adjustment()),
                 ..Default::default()
             },
-            update_index: HashMap::new(),
+            update_index: KeyMap::default(),
         }
     }
 
@@ -153,7 +153,7 @@ impl CreateResult {
 pub struct UpdateResult {
     owners: OwningPlugins,
     others: Vec<ContainerUpdate>,
-    update_index: HashMap<String, usize>,
+    update_index: KeyMap<usize>,
     target: Option<ContainerUpdate>,
 }
 
@@ -167,7 +167,7 @@ impl UpdateResult {
         UpdateResult {
             owners: OwningPlugins::default(),
             others: Vec::new(),
-            update_index: HashMap::new(),
+            update_index: KeyMap::default(),
             target: None,
         }
     }
@@ -223,7 +223,7 @@ impl UpdateResult {
 pub struct StopResult {
     owners: OwningPlugins,
     reply: StopContainerResponse,
-    update_index: HashMap<String, usize>,
+    update_index: KeyMap<usize>,
 }
 
 impl StopResult {
@@ -607,7 +607,7 @@ fn merge_map<V: Clone + Default>(
     let (removals, mut sets): (Vec<_>, Vec<_>) = incoming
         .into_iter()
         .partition(|(key, _)| marked_for_removal(key).is_some());
-    let mut removed: HashSet<String> = removals
+    let mut removed: KeySet = removals
         .into_iter()
         .filter_map(|(key, _)| marked_for_removal(&key).map(str::to_string))
         .collect();
@@ -667,15 +667,27 @@ const DEVICES: KeyedList<LinuxDevice, LinuxDevice> = KeyedList {
 };
 
 /// The container holds its environment as OCI `NAME=value` strings.
+/// Both conversions run for every entry and reply, so they avoid the
+/// generic pattern search and `format!` machinery.
 const ENV: KeyedList<KeyValue, String> = KeyedList {
     field: Field::Env,
     key: |e| &e.key,
-    ctr_key: |e| e.split_once('=').map_or(e.as_str(), |(name, _)| name),
-    to_ctr: |e| format!("{}={}", e.key, e.value),
+    ctr_key: |e| match e.bytes().position(|b| b == b'=') {
+        // An ASCII byte's position is a char boundary.
+        Some(at) => &e[..at],
+        None => e,
+    },
+    to_ctr: |e| {
+        let mut entry = String::with_capacity(e.key.len() + 1 + e.value.len());
+        entry.push_str(&e.key);
+        entry.push('=');
+        entry.push_str(&e.value);
+        entry
+    },
     reply_removals: false,
 };
 
-impl<T: Clone, C> KeyedList<T, C> {
+impl<T, C> KeyedList<T, C> {
     fn merge(
         &self,
         claims: &mut Claims<'_>,
@@ -698,14 +710,17 @@ impl<T: Clone, C> KeyedList<T, C> {
         });
         ctr.retain(|entry| !edits.touches((self.ctr_key)(entry)));
 
+        // All claimed before anything is added, so the entries can move
+        // into the reply; after a conflict the event fails and the result
+        // is dropped, so what was added by then does not matter.
         for entry in &edits.add {
             claims.key(self.field, (self.key)(entry))?;
-            reply.push(entry.clone());
         }
+        ctr.extend(edits.add.iter().map(self.to_ctr));
+        reply.extend(edits.add);
         if self.reply_removals {
             reply.extend(edits.lone_removals);
         }
-        ctr.extend(edits.add.iter().map(self.to_ctr));
         Ok(())
     }
 }
@@ -714,55 +729,61 @@ impl<T: Clone, C> KeyedList<T, C> {
 struct Edits<T> {
     /// Entries to add or replace, in the plugin's order.
     add: Vec<T>,
-    /// Keys of `add`.
-    added: HashSet<String>,
-    /// Keys marked for removal, without the marker.
-    removed: HashSet<String>,
+    /// Every key the plugin sets or removes (without the marker): one map,
+    /// so that each entry of the container is looked up once.
+    touched: KeyMap<Touch>,
     /// Removal markers of keys not added back: one per key, in order of
     /// first appearance, the last marker winning as in upstream's map.
     lone_removals: Vec<T>,
 }
 
+/// What a plugin's list does to one key.
+#[derive(Default)]
+struct Touch {
+    sets: bool,
+    /// Where the key's removal marker is among the markers, if it has one.
+    marker: Option<usize>,
+}
+
 impl<T> Edits<T> {
     fn split(items: Vec<T>, key: fn(&T) -> &str) -> Self {
         let mut add = Vec::new();
-        let mut added = HashSet::new();
+        let mut touched: KeyMap<Touch> = KeyMap::default();
         let mut markers: Vec<(String, T)> = Vec::new();
-        let mut marker_at: HashMap<String, usize> = HashMap::new();
         for item in items {
             let Some(unmarked) = marked_for_removal(key(&item)).map(str::to_string) else {
-                added.insert(key(&item).to_string());
+                touched.entry(key(&item).to_string()).or_default().sets = true;
                 add.push(item);
                 continue;
             };
-            match marker_at.get(&unmarked) {
-                Some(&at) => markers[at].1 = item,
+            let touch = touched.entry(unmarked.clone()).or_default();
+            match touch.marker {
+                Some(at) => markers[at].1 = item,
                 None => {
-                    marker_at.insert(unmarked.clone(), markers.len());
+                    touch.marker = Some(markers.len());
                     markers.push((unmarked, item));
                 }
             }
         }
         let lone_removals = markers
             .into_iter()
-            .filter(|(unmarked, _)| !added.contains(unmarked))
+            .filter(|(unmarked, _)| !touched[unmarked].sets)
             .map(|(_, marker)| marker)
             .collect();
         Edits {
             add,
-            added,
-            removed: marker_at.into_keys().collect(),
+            touched,
             lone_removals,
         }
     }
 
     fn removes(&self, key: &str) -> bool {
-        self.removed.contains(key)
+        self.touched.get(key).is_some_and(|t| t.marker.is_some())
     }
 
     /// Whether the plugin removes or (re)sets `key`.
     fn touches(&self, key: &str) -> bool {
-        self.removes(key) || self.added.contains(key)
+        self.touched.contains_key(key)
     }
 }
 
@@ -1030,7 +1051,7 @@ struct UpdateMerge<'a> {
     /// Updates of other containers, in first-seen order.
     list: &'a mut Vec<ContainerUpdate>,
     /// Container ID → position in `list`.
-    index: &'a mut HashMap<String, usize>,
+    index: &'a mut KeyMap<usize>,
     event: Event<'a>,
 }
 
@@ -1099,7 +1120,7 @@ impl UpdateMerge<'_> {
 fn accumulated<'m>(
     event: &'m mut Event<'_>,
     list: &'m mut Vec<ContainerUpdate>,
-    index: &mut HashMap<String, usize>,
+    index: &mut KeyMap<usize>,
     ctr_id: &str,
     ignore_failure: bool,
 ) -> (
@@ -1144,6 +1165,19 @@ fn fresh_update(ctr_id: &str, ignore_failure: bool) -> ContainerUpdate {
         ..Default::default()
     }
 }
+
+// ---------------------------------------------------------------------------
+// The merge's own key sets
+// ---------------------------------------------------------------------------
+
+/// A set of the keys one reply sets or removes (env names, mount
+/// destinations, map keys), looked up for every entry of the container.
+/// std's SipHash, not a cheaper hasher: a plugin chooses these keys, and a
+/// reply of colliding keys must not stall every creation.
+type KeySet = HashSet<String>;
+
+/// A map from such keys (or container IDs) to positions.
+type KeyMap<V> = HashMap<String, V>;
 
 #[cfg(test)]
 mod tests;
