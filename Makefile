@@ -23,11 +23,11 @@ build:
 
 ## demo: the Rust adaptation core hosting Rust plugins, driving one pod and container
 demo: build
-	$(CURDIR)/target/debug/nri-rs-demo $(CURDIR)/target/debug
+	$(TARGET_DIR)/debug/nri-rs-demo $(TARGET_DIR)/debug
 
 ## demo-go: the same plugins under upstream's Go runtime adaptation
 demo-go: build
-	cd go && $(GO) run ./cmd/nri-demo -bin $(CURDIR)/target/debug
+	cd go && $(GO) run ./cmd/nri-demo -bin $(TARGET_DIR)/debug
 
 ## example: the Go example a runtime author reads first (go/example)
 example: build
@@ -41,11 +41,15 @@ test: check-header test-rust test-go conformance test-c e2e
 test-rust:
 	$(CARGO) test --workspace
 
-# The Go tests drive the Rust binaries and staticlib built by `build`;
-# cgocheck2 checks every pointer that crosses into C.
+# The Go tests drive the Rust binaries and staticlib built by `build`
+# (wherever CARGO_TARGET_DIR puts them); cgocheck2 checks every pointer
+# that crosses into C.
+GO_TEST_BINS := NRI_BENCH_BIN=$(TARGET_DIR)/debug NRI_RS_BIN_DIR=$(TARGET_DIR)/debug \
+  NRI_RS_INTEROP_PLUGIN=$(TARGET_DIR)/debug/nri-interop-plugin \
+  NRI_RS_LOGGER_PLUGIN=$(TARGET_DIR)/debug/nri-logger NRI_WIRE_ECHO=$(TARGET_DIR)/debug/nri-wire-echo
 test-go: build
 	cd go && $(GO) vet ./...
-	cd go && NRI_BENCH_BIN=$(TARGET_DIR)/debug GOEXPERIMENT=cgocheck2 $(GO) test $(GO_TEST_FLAGS) -race ./...
+	cd go && $(GO_TEST_BINS) GOEXPERIMENT=cgocheck2 $(GO) test $(GO_TEST_FLAGS) -race ./...
 	@# The spec generator's differential counts (the test passed above).
 	cd go && GOEXPERIMENT=cgocheck2 $(GO) test -race -count=1 -run '^TestDifferential$$' -v ./generate/ | grep '^spec generator'
 	tests/conformance/build-against.sh v0.12.0
@@ -56,13 +60,12 @@ test-go: build
 # for it; tests/c/check-static-libs.sh fails when they differ. The Rust
 # plugins they run come from `build` (debug), as for the Go tests.
 NRI_NATIVE_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
-CARGO_OUT := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 test-c: build
 	$(CARGO) build --release --lib
 	CARGO="$(CARGO)" tests/c/check-static-libs.sh "$(NRI_NATIVE_LIBS)"
 	tests/c/check-exports.sh include/nri.h tests/c
-	$(MAKE) -C tests/c run NRI_LIB=$(CARGO_OUT)/release/libnri.a \
-	  NRI_BIN_DIR=$(CARGO_OUT)/debug NRI_NATIVE_LIBS="$(NRI_NATIVE_LIBS)" \
+	$(MAKE) -C tests/c run NRI_LIB=$(TARGET_DIR)/release/libnri.a \
+	  NRI_BIN_DIR=$(TARGET_DIR)/debug NRI_NATIVE_LIBS="$(NRI_NATIVE_LIBS)" \
 	  BUILD=$(CURDIR)/build/c
 
 ## conformance: upstream's own pkg/adaptation suite against go/adaptation
