@@ -414,8 +414,11 @@ var (
 	}
 )
 
-// event relays req through the core.
-func (r *Adaptation) event(req proto.Message, call cEvent) error {
+// event relays req through the core, unless no plugin wants event ev.
+func (r *Adaptation) event(ev api.Event, req proto.Message, call cEvent) error {
+	if r.skips(ev) {
+		return nil
+	}
 	bp, err := marshal(req)
 	defer releaseBuffer(bp)
 	if err != nil {
@@ -436,8 +439,20 @@ func (r *Adaptation) relay(data []byte, call cEvent) error {
 	return err
 }
 
-// eventWithResponse relays req through the core and decodes its response into rsp.
-func (r *Adaptation) eventWithResponse(req, rsp proto.Message, call cEventWithResponse) error {
+// eventWithResponse relays req through the core and decodes its response
+// into rsp; if no plugin wants event ev, rsp is the core's answer to an
+// event no plugin saw.
+func (r *Adaptation) eventWithResponse(ev api.Event, req, rsp proto.Message, call cEventWithResponse) error {
+	if r.skips(ev) {
+		answerSkipped(rsp)
+		return nil
+	}
+	return r.coreEventWithResponse(req, rsp, call)
+}
+
+// coreEventWithResponse relays req through the core and decodes its
+// response into rsp.
+func (r *Adaptation) coreEventWithResponse(req, rsp proto.Message, call cEventWithResponse) error {
 	bp, err := marshal(req)
 	defer releaseBuffer(bp)
 	if err != nil {
@@ -467,19 +482,13 @@ func (r *Adaptation) relayWithResponse(data []byte, rsp proto.Message, call cEve
 
 // RunPodSandbox relays the corresponding CRI request to plugins.
 func (r *Adaptation) RunPodSandbox(_ context.Context, req *RunPodSandboxRequest) error {
-	if r.skips(api.Event_RUN_POD_SANDBOX) {
-		return nil
-	}
-	return r.event(req, cRunPodSandbox)
+	return r.event(api.Event_RUN_POD_SANDBOX, req, cRunPodSandbox)
 }
 
 // UpdatePodSandbox relays the corresponding CRI request to plugins.
 func (r *Adaptation) UpdatePodSandbox(_ context.Context, req *UpdatePodSandboxRequest) (*UpdatePodSandboxResponse, error) {
-	if r.skips(api.Event_UPDATE_POD_SANDBOX) {
-		return &UpdatePodSandboxResponse{}, nil
-	}
 	rsp := &UpdatePodSandboxResponse{}
-	err := r.eventWithResponse(req, rsp, cUpdatePodSandbox)
+	err := r.eventWithResponse(api.Event_UPDATE_POD_SANDBOX, req, rsp, cUpdatePodSandbox)
 	if err != nil {
 		return nil, err
 	}
@@ -488,35 +497,23 @@ func (r *Adaptation) UpdatePodSandbox(_ context.Context, req *UpdatePodSandboxRe
 
 // PostUpdatePodSandbox relays the corresponding CRI request to plugins.
 func (r *Adaptation) PostUpdatePodSandbox(_ context.Context, req *PostUpdatePodSandboxRequest) error {
-	if r.skips(api.Event_POST_UPDATE_POD_SANDBOX) {
-		return nil
-	}
-	return r.event(req, cPostUpdatePodSandbox)
+	return r.event(api.Event_POST_UPDATE_POD_SANDBOX, req, cPostUpdatePodSandbox)
 }
 
 // StopPodSandbox relays the corresponding CRI request to plugins.
 func (r *Adaptation) StopPodSandbox(_ context.Context, req *StopPodSandboxRequest) error {
-	if r.skips(api.Event_STOP_POD_SANDBOX) {
-		return nil
-	}
-	return r.event(req, cStopPodSandbox)
+	return r.event(api.Event_STOP_POD_SANDBOX, req, cStopPodSandbox)
 }
 
 // RemovePodSandbox relays the corresponding CRI request to plugins.
 func (r *Adaptation) RemovePodSandbox(_ context.Context, req *RemovePodSandboxRequest) error {
-	if r.skips(api.Event_REMOVE_POD_SANDBOX) {
-		return nil
-	}
-	return r.event(req, cRemovePodSandbox)
+	return r.event(api.Event_REMOVE_POD_SANDBOX, req, cRemovePodSandbox)
 }
 
 // CreateContainer relays the corresponding CRI request to plugins.
 func (r *Adaptation) CreateContainer(_ context.Context, req *CreateContainerRequest) (*CreateContainerResponse, error) {
-	if r.skips(api.Event_CREATE_CONTAINER) {
-		return unadjustedCreateResponse(), nil
-	}
 	rsp := &CreateContainerResponse{}
-	err := r.eventWithResponse(req, rsp, cCreateContainer)
+	err := r.eventWithResponse(api.Event_CREATE_CONTAINER, req, rsp, cCreateContainer)
 	if err != nil {
 		return nil, err
 	}
@@ -525,35 +522,23 @@ func (r *Adaptation) CreateContainer(_ context.Context, req *CreateContainerRequ
 
 // PostCreateContainer relays the corresponding CRI request to plugins.
 func (r *Adaptation) PostCreateContainer(_ context.Context, req *PostCreateContainerRequest) error {
-	if r.skips(api.Event_POST_CREATE_CONTAINER) {
-		return nil
-	}
-	return r.event(req, cPostCreateContainer)
+	return r.event(api.Event_POST_CREATE_CONTAINER, req, cPostCreateContainer)
 }
 
 // StartContainer relays the corresponding CRI request to plugins.
 func (r *Adaptation) StartContainer(_ context.Context, req *StartContainerRequest) error {
-	if r.skips(api.Event_START_CONTAINER) {
-		return nil
-	}
-	return r.event(req, cStartContainer)
+	return r.event(api.Event_START_CONTAINER, req, cStartContainer)
 }
 
 // PostStartContainer relays the corresponding CRI request to plugins.
 func (r *Adaptation) PostStartContainer(_ context.Context, req *PostStartContainerRequest) error {
-	if r.skips(api.Event_POST_START_CONTAINER) {
-		return nil
-	}
-	return r.event(req, cPostStartContainer)
+	return r.event(api.Event_POST_START_CONTAINER, req, cPostStartContainer)
 }
 
 // UpdateContainer relays the corresponding CRI request to plugins.
 func (r *Adaptation) UpdateContainer(_ context.Context, req *UpdateContainerRequest) (*UpdateContainerResponse, error) {
-	if r.skips(api.Event_UPDATE_CONTAINER) {
-		return unadjustedUpdateResponse(), nil
-	}
 	rsp := &UpdateContainerResponse{}
-	err := r.eventWithResponse(req, rsp, cUpdateContainer)
+	err := r.eventWithResponse(api.Event_UPDATE_CONTAINER, req, rsp, cUpdateContainer)
 	if err != nil {
 		return nil, err
 	}
@@ -562,19 +547,13 @@ func (r *Adaptation) UpdateContainer(_ context.Context, req *UpdateContainerRequ
 
 // PostUpdateContainer relays the corresponding CRI request to plugins.
 func (r *Adaptation) PostUpdateContainer(_ context.Context, req *PostUpdateContainerRequest) error {
-	if r.skips(api.Event_POST_UPDATE_CONTAINER) {
-		return nil
-	}
-	return r.event(req, cPostUpdateContainer)
+	return r.event(api.Event_POST_UPDATE_CONTAINER, req, cPostUpdateContainer)
 }
 
 // StopContainer relays the corresponding CRI request to plugins.
 func (r *Adaptation) StopContainer(_ context.Context, req *StopContainerRequest) (*StopContainerResponse, error) {
-	if r.skips(api.Event_STOP_CONTAINER) {
-		return &StopContainerResponse{}, nil
-	}
 	rsp := &StopContainerResponse{}
-	err := r.eventWithResponse(req, rsp, cStopContainer)
+	err := r.eventWithResponse(api.Event_STOP_CONTAINER, req, rsp, cStopContainer)
 	if err != nil {
 		return nil, err
 	}
@@ -583,10 +562,7 @@ func (r *Adaptation) StopContainer(_ context.Context, req *StopContainerRequest)
 
 // RemoveContainer relays the corresponding CRI request to plugins.
 func (r *Adaptation) RemoveContainer(_ context.Context, req *RemoveContainerRequest) error {
-	if r.skips(api.Event_REMOVE_CONTAINER) {
-		return nil
-	}
-	return r.event(req, cRemoveContainer)
+	return r.event(api.Event_REMOVE_CONTAINER, req, cRemoveContainer)
 }
 
 // PluginSyncBlock is a handle for blocking plugin synchronization.

@@ -7,6 +7,7 @@ import "C"
 
 import (
 	"github.com/containerd/nri/pkg/api"
+	"google.golang.org/protobuf/proto"
 )
 
 // Events no plugin would see are answered here, without encoding the
@@ -24,11 +25,14 @@ func (r *Adaptation) skips(ev api.Event) bool {
 	return r.core != nil && !bool(C.nri_adaptation_wants_event(r.core, C.int32_t(ev)))
 }
 
-// unadjustedCreateResponse is the core's answer to a CreateContainer no
-// plugin saw: an adjustment with every part present and empty.
-func unadjustedCreateResponse() *CreateContainerResponse {
-	return &CreateContainerResponse{
-		Adjust: &ContainerAdjustment{
+// answerSkipped sets rsp, a fresh response, to the core's answer for an
+// event no plugin saw. UpdatePodSandbox and StopContainer answer empty;
+// CreateContainer answers an adjustment with every part present and empty;
+// UpdateContainer answers the target's (empty) update, last and only.
+func answerSkipped(rsp proto.Message) {
+	switch rsp := rsp.(type) {
+	case *CreateContainerResponse:
+		rsp.Adjust = &ContainerAdjustment{
 			Hooks: &Hooks{},
 			Linux: &LinuxContainerAdjustment{
 				Resources: &LinuxResources{
@@ -36,12 +40,8 @@ func unadjustedCreateResponse() *CreateContainerResponse {
 					Cpu:    &LinuxCPU{},
 				},
 			},
-		},
+		}
+	case *UpdateContainerResponse:
+		rsp.Update = []*ContainerUpdate{{}}
 	}
-}
-
-// unadjustedUpdateResponse is the core's answer to an UpdateContainer no
-// plugin saw: the target's (empty) update, last and only.
-func unadjustedUpdateResponse() *UpdateContainerResponse {
-	return &UpdateContainerResponse{Update: []*ContainerUpdate{{}}}
 }

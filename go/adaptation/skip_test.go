@@ -44,21 +44,26 @@ func TestSkippedEventsAnswerAsTheCoreDoes(t *testing.T) {
 	pod := &PodSandbox{Id: "pod0"}
 	ctr := &Container{Id: "ctr0", PodSandboxId: "pod0"}
 	for name, c := range map[string]struct {
-		req, rsp proto.Message
-		call     cEventWithResponse
-		skipped  proto.Message
+		req, core, skipped proto.Message
+		call               cEventWithResponse
 	}{
-		"UpdatePodSandbox": {&UpdatePodSandboxRequest{Pod: pod}, &UpdatePodSandboxResponse{}, cUpdatePodSandbox, &UpdatePodSandboxResponse{}},
-		"CreateContainer":  {skipCreateReq(), &CreateContainerResponse{}, cCreateContainer, unadjustedCreateResponse()},
-		"UpdateContainer":  {&UpdateContainerRequest{Pod: pod, Container: ctr}, &UpdateContainerResponse{}, cUpdateContainer, unadjustedUpdateResponse()},
-		"StopContainer":    {&StopContainerRequest{Pod: pod, Container: ctr}, &StopContainerResponse{}, cStopContainer, &StopContainerResponse{}},
+		"UpdatePodSandbox": {&UpdatePodSandboxRequest{Pod: pod}, &UpdatePodSandboxResponse{}, &UpdatePodSandboxResponse{}, cUpdatePodSandbox},
+		"CreateContainer":  {skipCreateReq(), &CreateContainerResponse{}, &CreateContainerResponse{}, cCreateContainer},
+		"UpdateContainer":  {&UpdateContainerRequest{Pod: pod, Container: ctr}, &UpdateContainerResponse{}, &UpdateContainerResponse{}, cUpdateContainer},
+		"StopContainer":    {&StopContainerRequest{Pod: pod, Container: ctr}, &StopContainerResponse{}, &StopContainerResponse{}, cStopContainer},
 	} {
-		require.NoError(t, r.eventWithResponse(c.req, c.rsp, c.call), name)
-		assert.True(t, proto.Equal(c.rsp, c.skipped), "%s: the core answers %v, skipping answers %v", name, c.rsp, c.skipped)
+		require.NoError(t, r.coreEventWithResponse(c.req, c.core, c.call), name)
+		answerSkipped(c.skipped)
+		assert.True(t, proto.Equal(c.core, c.skipped), "%s: the core answers %v, skipping answers %v", name, c.core, c.skipped)
 	}
+	// The public method answers as the core does, with the parts present.
 	rsp, err := r.CreateContainer(context.Background(), skipCreateReq())
 	require.NoError(t, err)
-	assert.True(t, proto.Equal(rsp, unadjustedCreateResponse()))
+	require.NotNil(t, rsp.Adjust.GetLinux().GetResources().GetMemory())
+	assert.NotNil(t, rsp.Adjust.GetHooks())
+	upd, err := r.UpdateContainer(context.Background(), &UpdateContainerRequest{Pod: pod, Container: ctr})
+	require.NoError(t, err)
+	assert.Len(t, upd.Update, 1)
 }
 
 // Events a plugin subscribes to reach it; the others are skipped. A
