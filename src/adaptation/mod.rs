@@ -46,7 +46,7 @@ mod sync;
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -215,21 +215,22 @@ pub(crate) struct Core {
     /// Serializes events, as upstream's adaptation lock does. Only events
     /// take it: registration, sync and unsolicited updates never wait for it.
     events: tokio::sync::Mutex<()>,
-    /// Between a successful `start` and `stop`. Events are refused outside
-    /// it, since builtin validators only exist while running and an event
-    /// let through without them would create an unvalidated container.
-    /// Checked under the event lock, which `stop` takes, so an event either
-    /// runs entirely before the plugins are closed or not at all.
-    running: AtomicBool,
-    /// The events some active plugin subscribes to, and whether the
-    /// adaptation is running, in one word ([`Core::wants`]): republished
-    /// under the plugin list's lock whenever either changes.
-    interest: AtomicU64,
+    /// Whether the adaptation is running, and the events some active plugin
+    /// subscribes to, in one word, so [`Core::wants`] sees both as they were
+    /// at one instant. Written only under the plugin list's lock.
+    ///
+    /// Running is between a successful `start` and `stop`. Events are
+    /// refused outside it, since builtin validators only exist while running
+    /// and an event let through without them would create an unvalidated
+    /// container. Checked under the event lock, which `stop` takes, so an
+    /// event either runs entirely before the plugins are closed or not at
+    /// all.
+    state: AtomicU64,
     sync_lock: sync::SyncLock,
 }
 
-/// The bit of [`Core::interest`] saying the adaptation is running; the low
-/// 32 bits are an [`EventMask`].
+/// The bit of [`Core::state`] saying the adaptation is running; the low 32
+/// bits are an [`EventMask`].
 const RUNNING: u64 = 1 << 63;
 
 impl Core {
@@ -254,7 +255,7 @@ impl Core {
     /// Takes the event lock for one event, if the adaptation is running.
     pub(crate) async fn serialize_event(&self) -> Result<tokio::sync::MutexGuard<'_, ()>, Error> {
         let guard = self.events.lock().await;
-        if !self.running.load(Ordering::Acquire) {
+        if !self.is_running() {
             return Err(Error::NotRunning);
         }
         Ok(guard)
@@ -276,33 +277,37 @@ impl Core {
     /// load of a word published with the plugin list, so running and the
     /// subscriptions are seen as they were at one instant.
     pub(crate) fn wants(&self, event: Event) -> bool {
-        let interest = self.interest.load(Ordering::Acquire);
-        let mask = EventMask::from_raw(interest as u32 as i32);
-        interest & RUNNING == 0
+        let state = self.state.load(Ordering::Acquire);
+        let mask = EventMask::from_raw(state as u32 as i32);
+        state & RUNNING == 0
             || !EventMask::VALID.is_set(event)
             || mask.is_set(event)
             || (event == Event::CREATE_CONTAINER
                 && mask.is_set(Event::VALIDATE_CONTAINER_ADJUSTMENT))
     }
 
-    /// Republishes [`Core::interest`]; `plugins` is the locked list.
-    fn publish_interest(&self, plugins: &[Arc<Plugin>]) {
+    fn is_running(&self) -> bool {
+        self.state.load(Ordering::Acquire) & RUNNING != 0
+    }
+
+    /// Republishes [`Core::state`]; `plugins` is the locked list.
+    fn publish(&self, plugins: &[Arc<Plugin>], running: bool) {
         let events = plugins
             .iter()
             .fold(0u32, |m, p| m | p.events().raw() as u32);
-        let running = if self.running.load(Ordering::Acquire) {
-            RUNNING
-        } else {
-            0
-        };
-        self.interest
+        let running = if running { RUNNING } else { 0 };
+        self.state
             .store(u64::from(events) | running, Ordering::Release);
+    }
+
+    /// Republishes the events after the locked list `plugins` changed.
+    fn publish_events(&self, plugins: &[Arc<Plugin>]) {
+        self.publish(plugins, self.is_running());
     }
 
     fn set_running(&self, running: bool) {
         let plugins = self.lock_plugins();
-        self.running.store(running, Ordering::Release);
-        self.publish_interest(&plugins);
+        self.publish(&plugins, running);
     }
 
     /// Adds plugins, keeping index order (stable: equal indices keep their
@@ -312,7 +317,7 @@ impl Core {
             let mut plugins = self.lock_plugins();
             plugins.extend(new);
             plugins.sort_by(|a, b| a.idx.cmp(&b.idx));
-            self.publish_interest(&plugins);
+            self.publish_events(&plugins);
             plugins.len()
         };
         self.metrics.update_plugin_count(count);
@@ -324,7 +329,7 @@ impl Core {
             let mut plugins = self.lock_plugins();
             let (closed, open): (Vec<_>, Vec<_>) = plugins.drain(..).partition(|p| p.is_closed());
             *plugins = open;
-            self.publish_interest(&plugins);
+            self.publish_events(&plugins);
             (closed, plugins.len())
         };
         for p in closed {
@@ -338,7 +343,7 @@ impl Core {
         let plugins = {
             let mut plugins = self.lock_plugins();
             let all = std::mem::take(&mut *plugins);
-            self.publish_interest(&plugins);
+            self.publish_events(&plugins);
             all
         };
         for p in plugins {
@@ -444,8 +449,7 @@ impl Adaptation {
             handle,
             plugins: Mutex::new(Vec::new()),
             events: tokio::sync::Mutex::new(()),
-            running: AtomicBool::new(false),
-            interest: AtomicU64::new(0),
+            state: AtomicU64::new(0),
             sync_lock: sync::SyncLock::default(),
         });
         info!("runtime interface created");
@@ -527,7 +531,7 @@ impl Adaptation {
 
     /// Whether the adaptation is started and not stopped.
     pub fn is_running(&self) -> bool {
-        self.core.running.load(Ordering::Acquire)
+        self.core.is_running()
     }
 
     /// Stops accepting plugins and closes every plugin, killing launched

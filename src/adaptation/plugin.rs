@@ -365,13 +365,13 @@ impl Plugin {
         msg: Vec<u8>,
         deadline: tokio::time::Instant,
     ) -> Result<api::SynchronizeResponse, Error> {
-        let op = "Synchronize";
+        let op = super::sync::METHOD;
         let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
         let call = with_timeout(self, op, timeout, async {
             match &self.transport {
                 Transport::Ttrpc { raw, .. } => {
                     let req = ttrpc::Request {
-                        service: "nri.pkg.api.v1alpha1.Plugin".into(),
+                        service: super::sync::SERVICE.into(),
                         method: op.into(),
                         payload: msg,
                         timeout_nano: ttrpc::context::with_duration(timeout).timeout_nano,

@@ -19,8 +19,8 @@ pub(crate) const MAX_TTRPC_MESSAGE: usize = 4 << 20;
 /// Fewest objects per message worth splitting further (upstream's floor).
 const MIN_OBJECTS_PER_MESSAGE: usize = 8;
 
-const SERVICE: &str = "nri.pkg.api.v1alpha1.Plugin";
-const METHOD: &str = "Synchronize";
+pub(crate) const SERVICE: &str = "nri.pkg.api.v1alpha1.Plugin";
+pub(crate) const METHOD: &str = "Synchronize";
 
 /// Bytes of a length-delimited protobuf field holding `len` bytes.
 fn field_size(len: usize) -> usize {
