@@ -82,7 +82,7 @@ impl std::error::Error for MergeError {}
 pub struct CreateResult {
     owners: OwningPlugins,
     reply: CreateContainerResponse,
-    update_index: KeyMap<usize>,
+    update_index: HashMap<String, usize>,
 }
 
 impl CreateResult {
@@ -97,7 +97,7 @@ impl CreateResult {
                 adjust: MessageField::some(empty_adjustment()),
                 ..Default::default()
             },
-            update_index: KeyMap::default(),
+            update_index: HashMap::new(),
         }
     }
 
@@ -153,7 +153,7 @@ impl CreateResult {
 pub struct UpdateResult {
     owners: OwningPlugins,
     others: Vec<ContainerUpdate>,
-    update_index: KeyMap<usize>,
+    update_index: HashMap<String, usize>,
     target: Option<ContainerUpdate>,
 }
 
@@ -167,7 +167,7 @@ impl UpdateResult {
         UpdateResult {
             owners: OwningPlugins::default(),
             others: Vec::new(),
-            update_index: KeyMap::default(),
+            update_index: HashMap::new(),
             target: None,
         }
     }
@@ -223,7 +223,7 @@ impl UpdateResult {
 pub struct StopResult {
     owners: OwningPlugins,
     reply: StopContainerResponse,
-    update_index: KeyMap<usize>,
+    update_index: HashMap<String, usize>,
 }
 
 impl StopResult {
@@ -607,7 +607,7 @@ fn merge_map<V: Clone + Default>(
     let (removals, mut sets): (Vec<_>, Vec<_>) = incoming
         .into_iter()
         .partition(|(key, _)| marked_for_removal(key).is_some());
-    let mut removed: KeySet = removals
+    let mut removed: HashSet<String> = removals
         .into_iter()
         .filter_map(|(key, _)| marked_for_removal(&key).map(str::to_string))
         .collect();
@@ -730,8 +730,10 @@ struct Edits<T> {
     /// Entries to add or replace, in the plugin's order.
     add: Vec<T>,
     /// Every key the plugin sets or removes (without the marker): one map,
-    /// so that each entry of the container is looked up once.
-    touched: KeyMap<Touch>,
+    /// so that each entry of the container is looked up once. std's
+    /// SipHash on purpose: the plugin chooses these keys, and a reply of
+    /// colliding keys must not make the merge quadratic.
+    touched: HashMap<String, Touch>,
     /// Removal markers of keys not added back: one per key, in order of
     /// first appearance, the last marker winning as in upstream's map.
     lone_removals: Vec<T>,
@@ -748,7 +750,7 @@ struct Touch {
 impl<T> Edits<T> {
     fn split(items: Vec<T>, key: fn(&T) -> &str) -> Self {
         let mut add = Vec::new();
-        let mut touched: KeyMap<Touch> = KeyMap::default();
+        let mut touched: HashMap<String, Touch> = HashMap::new();
         let mut markers: Vec<(String, T)> = Vec::new();
         for item in items {
             let Some(unmarked) = marked_for_removal(key(&item)).map(str::to_string) else {
@@ -1051,7 +1053,7 @@ struct UpdateMerge<'a> {
     /// Updates of other containers, in first-seen order.
     list: &'a mut Vec<ContainerUpdate>,
     /// Container ID → position in `list`.
-    index: &'a mut KeyMap<usize>,
+    index: &'a mut HashMap<String, usize>,
     event: Event<'a>,
 }
 
@@ -1120,7 +1122,7 @@ impl UpdateMerge<'_> {
 fn accumulated<'m>(
     event: &'m mut Event<'_>,
     list: &'m mut Vec<ContainerUpdate>,
-    index: &mut KeyMap<usize>,
+    index: &mut HashMap<String, usize>,
     ctr_id: &str,
     ignore_failure: bool,
 ) -> (
@@ -1165,19 +1167,6 @@ fn fresh_update(ctr_id: &str, ignore_failure: bool) -> ContainerUpdate {
         ..Default::default()
     }
 }
-
-// ---------------------------------------------------------------------------
-// The merge's own key sets
-// ---------------------------------------------------------------------------
-
-/// A set of the keys one reply sets or removes (env names, mount
-/// destinations, map keys), looked up for every entry of the container.
-/// std's SipHash, not a cheaper hasher: a plugin chooses these keys, and a
-/// reply of colliding keys must not stall every creation.
-type KeySet = HashSet<String>;
-
-/// A map from such keys (or container IDs) to positions.
-type KeyMap<V> = HashMap<String, V>;
 
 #[cfg(test)]
 mod tests;
