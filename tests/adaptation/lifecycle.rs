@@ -60,7 +60,10 @@ async fn external_plugins_register_get_events_in_index_order_and_adjust() {
 #[tokio::test]
 async fn subscription_masks_filter_events() {
     let h = Harness::start().await;
+    // Not running: every event is wanted, so that it is refused with a reason.
+    assert!(h.nri.wants_event(api::Event::START_CONTAINER));
     h.nri.start().await.unwrap();
+    assert!(!h.nri.wants_event(api::Event::START_CONTAINER));
     let p = TestPlugin::default();
     h.connect_with(
         "picky",
@@ -69,10 +72,15 @@ async fn subscription_masks_filter_events() {
         p.clone(),
     );
     h.wait_plugins(1).await;
+    assert!(h.nri.wants_event(api::Event::START_CONTAINER));
+    assert!(!h.nri.wants_event(api::Event::CREATE_CONTAINER));
+    assert!(h.nri.wants_event(api::Event::UNKNOWN));
     let ctr = req!(StartContainerRequest, "p", "c");
     h.nri.create_container(create_req("p", "c")).await.unwrap();
     h.nri.start_container(ctr).await.unwrap();
     assert_eq!(p.events(), ["StartContainer c"]);
+    h.nri.stop().await;
+    assert!(h.nri.wants_event(api::Event::START_CONTAINER));
 }
 
 fn annotating(key: &'static str, value: &'static str, remove_first: bool) -> TestPlugin {
