@@ -10,14 +10,16 @@ GO_TEST_FLAGS ?= -count=1
 # The Go wrapper (go/adaptation) links the Rust staticlib through cgo.
 TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 NRI_LIB_DIR ?= $(TARGET_DIR)/debug
-export CGO_CFLAGS  := -I$(CURDIR)/include $(or $(CGO_CFLAGS),-O2 -g)
+# The C ABI crate owns the header; cgo finds it and libnri.a through these.
+NRI_INCLUDE_DIR := $(CURDIR)/crates/nri-capi/include
+export CGO_CFLAGS  := -I$(NRI_INCLUDE_DIR) $(or $(CGO_CFLAGS),-O2 -g)
 export CGO_LDFLAGS := -L$(NRI_LIB_DIR) $(CGO_LDFLAGS)
 
 .PHONY: all build demo demo-go example test test-rust test-go test-c conformance e2e e2e-containerd e2e-crio bench bench-run header check-header fmt clean
 
 all: build
 
-## build: the library (rlib + staticlib), the sample plugins and test tools
+## build: every crate (libnri.a among them), the sample plugins and test tools
 build:
 	$(CARGO) build --workspace
 
@@ -61,9 +63,9 @@ test-go: build
 # plugins they run come from `build` (debug), as for the Go tests.
 NRI_NATIVE_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 test-c: build
-	$(CARGO) build --release --lib
+	$(CARGO) build --release -p nri-capi
 	CARGO="$(CARGO)" tests/c/check-static-libs.sh "$(NRI_NATIVE_LIBS)"
-	tests/c/check-exports.sh include/nri.h tests/c
+	tests/c/check-exports.sh $(NRI_INCLUDE_DIR)/nri.h tests/c
 	$(MAKE) -C tests/c run NRI_LIB=$(TARGET_DIR)/release/libnri.a \
 	  NRI_BIN_DIR=$(TARGET_DIR)/debug NRI_NATIVE_LIBS="$(NRI_NATIVE_LIBS)" \
 	  BUILD=$(CURDIR)/build/c
@@ -91,7 +93,7 @@ e2e-crio:
 BENCH_DIR := $(CURDIR)/build/bench
 BENCH_FLAGS ?= -v
 bench:
-	$(CARGO) build --release --lib
+	$(CARGO) build --release -p nri-capi
 	$(CARGO) build --release -p nri-test-tools --bin nri-bench-plugin --bin nri-bench-core
 	$(MAKE) --no-print-directory bench-run NRI_LIB_DIR=$(TARGET_DIR)/release
 
@@ -104,15 +106,17 @@ bench-run:
 	$(BENCH_DIR)/nri-bench -bin $(TARGET_DIR)/release -goplugin $(BENCH_DIR)/goplugin \
 	  -out docs/performance.json -doc docs/PERFORMANCE.md -png docs/performance.png $(BENCH_FLAGS)
 
-## header: regenerate include/nri.h with the pinned cbindgen
+## header: regenerate crates/nri-capi/include/nri.h with the pinned cbindgen
+CAPI_DIR := $(CURDIR)/crates/nri-capi
 header: $(CBINDGEN)
-	$(CBINDGEN) --config cbindgen.toml --crate nri-rs --output include/nri.h
+	cd $(CAPI_DIR) && $(CBINDGEN) --config cbindgen.toml --crate nri-capi --output include/nri.h
 
-## check-header: fail when include/nri.h is stale
+## check-header: fail when the committed header is stale
 check-header: $(CBINDGEN)
-	$(CBINDGEN) --config cbindgen.toml --crate nri-rs --output build/nri.h.check
-	@diff -u include/nri.h build/nri.h.check || \
-	  { echo "include/nri.h is stale: run 'make header' and commit it" >&2; exit 1; }
+	@mkdir -p build
+	cd $(CAPI_DIR) && $(CBINDGEN) --config cbindgen.toml --crate nri-capi --output $(CURDIR)/build/nri.h.check
+	@diff -u $(NRI_INCLUDE_DIR)/nri.h build/nri.h.check || \
+	  { echo "crates/nri-capi/include/nri.h is stale: run 'make header' and commit it" >&2; exit 1; }
 
 $(CBINDGEN):
 	$(CARGO) install --locked --root $(TOOLS) cbindgen --version $(CBINDGEN_VERSION)

@@ -6,7 +6,7 @@
 # costs one build of the staticlib the first time only.
 set -eu
 want=$1
-out=$(${CARGO:-cargo} rustc --release --lib --crate-type staticlib -- \
+out=$(${CARGO:-cargo} rustc --release -p nri-capi --lib -- \
       --print native-static-libs 2>&1) || { printf '%s\n' "$out" >&2; exit 1; }
 got=$(printf '%s\n' "$out" | sed -n 's/.*native-static-libs: //p' | tail -n 1)
 if [ -z "$got" ]; then

@@ -13,12 +13,13 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-/* The `version` of the [package] table of Cargo.toml. */
+/* The `version` of the [workspace.package] table of the workspace's Cargo.toml
+ * (every nri-rs crate takes its version from there). */
 static void cargo_version(char *out, size_t cap)
 {
     char *toml = read_file(NRI_CARGO_TOML);
     assert_non_null(toml);
-    char *pkg = strstr(toml, "[package]");
+    char *pkg = strstr(toml, "[workspace.package]");
     assert_non_null(pkg);
     char *line = strstr(pkg, "\nversion = \"");
     assert_non_null(line);

@@ -259,17 +259,17 @@ vendored_version() {
 # of nri-rs (the stock build).
 nri_rs_env() {
     local target
-    log "building the nri-rs staticlib (cargo build --release --lib)"
-    (cd "$E2E_ROOT" && nice -n 10 cargo build --release --lib) >&2 || die "cargo build --release --lib failed"
+    log "building the nri-rs staticlib (cargo build --release -p nri-capi)"
+    (cd "$E2E_ROOT" && nice -n 10 cargo build --release -p nri-capi) >&2 || die "cargo build --release -p nri-capi failed"
     target=$(cd "$E2E_ROOT" && cargo metadata --format-version 1 --no-deps |
         grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)
     [ -f "$target/release/libnri.a" ] || die "$target/release/libnri.a was not built"
     NRI_LIB_DIR=$target/release
     NRI_RS_VERSION=$(cd "$E2E_ROOT" && cargo metadata --format-version 1 --no-deps |
-        grep -o '"name":"nri-rs","version":"[^"]*"' | cut -d'"' -f8)
+        grep -o '"name":"nri-capi","version":"[^"]*"' | cut -d'"' -f8)
     # Replace, not append: `make` exports flags for the debug library, and
     # the first -L that has libnri.a wins.
-    export CGO_CFLAGS="-I$E2E_ROOT/include -O2 -g"
+    export CGO_CFLAGS="-I$E2E_ROOT/crates/nri-capi/include -O2 -g"
     export CGO_LDFLAGS="-L$NRI_LIB_DIR"
 }
 
@@ -318,7 +318,7 @@ build_cached() {
             declare -f "$func"
             printf '%s\n' "$desc" "$(flavor)"
             if [ "$(flavor)" = nri-rs ]; then
-                cat "$NRI_LIB_DIR/libnri.a" "$E2E_ROOT/include/nri.h" "$E2E_ROOT"/go/adaptation/*
+                cat "$NRI_LIB_DIR/libnri.a" "$E2E_ROOT/crates/nri-capi/include/nri.h" "$E2E_ROOT"/go/adaptation/*
             fi
         } | sha256sum | cut -c1-16
     )

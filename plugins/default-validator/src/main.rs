@@ -1,5 +1,5 @@
 //! nri-default-validator: the default validator of upstream NRI (the rules
-//! of `nri::validator`, which a runtime can also run builtin) as an
+//! of `nri_validator`, which a runtime can also run builtin) as an
 //! external validating plugin, for runtimes that do not offer the builtin
 //! one or to run it with a configuration of its own.
 //!
@@ -11,9 +11,9 @@
 use std::sync::RwLock;
 
 use log::{error, info};
-use nri::api::{EventMask, ValidateContainerAdjustmentRequest};
-use nri::stub::{ConfigureInfo, HandlerResult, Plugin};
-use nri::validator::{DefaultValidator, DefaultValidatorConfig};
+use nri_stub::api::{EventMask, ValidateContainerAdjustmentRequest};
+use nri_stub::{ConfigureInfo, HandlerResult, Plugin};
+use nri_validator::{DefaultValidator, DefaultValidatorConfig};
 use plugin_kit::config::merge_yaml;
 use plugin_kit::{Flags, StubOptions};
 
@@ -42,7 +42,7 @@ struct Validator {
     validator: RwLock<DefaultValidator>,
 }
 
-#[nri::plugin]
+#[nri_stub::plugin]
 impl Plugin for Validator {
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<EventMask> {
         if !info.config.is_empty() {
@@ -97,7 +97,7 @@ async fn main() {
     };
     let mut opts = StubOptions::from_flags(&flags, "socket-path");
     // A launched plugin is named by the runtime.
-    if std::env::var_os(nri::api::PLUGIN_NAME_ENV).is_some() && !flags.is_set("name") {
+    if std::env::var_os(nri_stub::api::PLUGIN_NAME_ENV).is_some() && !flags.is_set("name") {
         opts.name = None;
     }
     plugin_kit::run_plugin(opts, validator).await

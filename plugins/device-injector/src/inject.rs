@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use log::{debug, info, warn};
-use nri::api::optional::{file_mode, uint32};
-use nri::api::{
+use nri_stub::api::optional::{file_mode, uint32};
+use nri_stub::api::{
     CDIDevice, ContainerAdjustment, IOPrioClass, LinuxDevice, LinuxIOPriority, LinuxMemoryPolicy,
     LinuxNetDevice, LinuxScheduler, LinuxSchedulerFlag, LinuxSchedulerPolicy, Mount, MpolFlag,
     MpolMode,

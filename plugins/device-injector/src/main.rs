@@ -8,8 +8,8 @@
 mod inject;
 
 use log::error;
-use nri::api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
-use nri::stub::{HandlerResult, Plugin};
+use nri_stub::api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
+use nri_stub::{HandlerResult, Plugin};
 use plugin_kit::dump::{creating, dump, message};
 use plugin_kit::{Flags, StubOptions};
 
@@ -17,7 +17,7 @@ struct Injector {
     verbose: bool,
 }
 
-#[nri::plugin]
+#[nri_stub::plugin]
 impl Plugin for Injector {
     async fn create_container(
         &self,

@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use log::{debug, error, info};
-use nri::api::{Container, ContainerAdjustment, ContainerUpdate, LinuxResources, PodSandbox};
-use nri::stub::{HandlerResult, Plugin, Stub};
+use nri_stub::api::{Container, ContainerAdjustment, ContainerUpdate, LinuxResources, PodSandbox};
+use nri_stub::{HandlerResult, Plugin, Stub};
 use plugin_kit::dump::{message, messages};
 use plugin_kit::Flags;
 use serde_json::Value;
@@ -169,7 +169,7 @@ impl Differ {
     }
 }
 
-#[nri::plugin]
+#[nri_stub::plugin]
 impl Plugin for Differ {
     async fn synchronize(
         &self,

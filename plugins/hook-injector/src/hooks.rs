@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 
-use nri::api::optional::int;
-use nri::api::{Hook, Hooks};
+use nri_stub::api::optional::int;
+use nri_stub::api::{Hook, Hooks};
 use plugin_kit::goyaml;
 use regex::Regex;
 use serde::Deserialize;

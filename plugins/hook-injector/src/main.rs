@@ -17,8 +17,8 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use log::{error, info};
-use nri::api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
-use nri::stub::{HandlerResult, Plugin};
+use nri_stub::api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
+use nri_stub::{HandlerResult, Plugin};
 use plugin_kit::dump::{creating, dump, message};
 use plugin_kit::{Flags, StubOptions};
 
@@ -92,7 +92,7 @@ impl Injector {
     }
 }
 
-#[nri::plugin]
+#[nri_stub::plugin]
 impl Plugin for Injector {
     async fn create_container(
         &self,

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use nri::api::{Container, PodSandbox};
+use nri_stub::api::{Container, PodSandbox};
 
 /// The value of the first of `keys` present in `annotations`. Empty keys
 /// and keys starting with `/` (an empty prefix) are skipped.

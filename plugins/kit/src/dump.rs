@@ -30,8 +30,8 @@ pub fn optional<M: MessageFull>(msg: Option<&M>) -> Value {
 /// Logs the pod and the container of an event (`-verbose`).
 pub fn dump_pod_container(
     prefix: &str,
-    pod: &nri::api::PodSandbox,
-    ctr: Option<&nri::api::Container>,
+    pod: &nri_stub::api::PodSandbox,
+    ctr: Option<&nri_stub::api::Container>,
 ) {
     dump(prefix, "pod", &message(pod));
     if let Some(ctr) = ctr {
@@ -41,7 +41,11 @@ pub fn dump_pod_container(
 
 /// The log name of a container being created (`pod/container`), after
 /// dumping the event's pod and container when `verbose`.
-pub fn creating(verbose: bool, pod: &nri::api::PodSandbox, ctr: &nri::api::Container) -> String {
+pub fn creating(
+    verbose: bool,
+    pod: &nri_stub::api::PodSandbox,
+    ctr: &nri_stub::api::Container,
+) -> String {
     if verbose {
         dump_pod_container("CreateContainer", pod, Some(ctr));
     }

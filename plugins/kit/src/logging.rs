@@ -42,7 +42,9 @@ impl Log for Stderr {
         }
         // Only our plugin's messages below info; the stub's debug chatter
         // is not what -verbose asks for.
-        if record.level() > Level::Info && record.target().starts_with("nri::") {
+        if record.level() > Level::Info
+            && (record.target().starts_with("nri_stub") || record.target().starts_with("nri_api"))
+        {
             return;
         }
         let level = match record.level() {

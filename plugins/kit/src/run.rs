@@ -2,7 +2,7 @@
 //! flags, run it, and exit non-zero with a log line when it stops.
 
 use log::{error, info};
-use nri::stub::{Plugin, Stub};
+use nri_stub::{Plugin, Stub};
 
 /// The stub options the Go samples take from their flags.
 #[derive(Clone, Debug, Default)]

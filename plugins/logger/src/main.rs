@@ -13,11 +13,11 @@
 use std::sync::Mutex;
 
 use log::{error, info};
-use nri::api::{
+use nri_stub::api::{
     Container, ContainerAdjustment, ContainerUpdate, EventMask, LinuxResources, PodSandbox,
     ValidateContainerAdjustmentRequest,
 };
-use nri::stub::{ConfigureInfo, HandlerResult, Plugin};
+use nri_stub::{ConfigureInfo, HandlerResult, Plugin};
 use plugin_kit::config::merge_yaml;
 use plugin_kit::dump::{dump, message as one, messages as many, optional};
 use plugin_kit::logging::Format;
@@ -64,7 +64,7 @@ fn tag() -> String {
     format!("logger-pid-{}", std::process::id())
 }
 
-#[nri::plugin]
+#[nri_stub::plugin]
 impl Plugin for Logger {
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<EventMask> {
         info!(

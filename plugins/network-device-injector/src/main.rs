@@ -14,8 +14,8 @@ use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 
 use log::{debug, error, info};
-use nri::api::PodSandbox;
-use nri::stub::{HandlerResult, Plugin};
+use nri_stub::api::PodSandbox;
+use nri_stub::{HandlerResult, Plugin};
 use plugin_kit::dump::dump_pod_container;
 use plugin_kit::{goyaml, lookup_annotation, Flags, StubOptions};
 use serde::Deserialize;
@@ -206,7 +206,7 @@ struct Injector {
     verbose: bool,
 }
 
-#[nri::plugin]
+#[nri_stub::plugin]
 impl Plugin for Injector {
     async fn run_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
         debug!(

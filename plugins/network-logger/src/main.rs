@@ -5,8 +5,8 @@
 //! Flags: `-idx NN`, `-socket PATH`.
 
 use log::info;
-use nri::api::{Container, ContainerUpdate, PodSandbox};
-use nri::stub::{HandlerResult, Plugin};
+use nri_stub::api::{Container, ContainerUpdate, PodSandbox};
+use nri_stub::{HandlerResult, Plugin};
 use plugin_kit::{Flags, StubOptions};
 
 /// The pod's network namespace path, `<host-network>` without one.
@@ -25,7 +25,7 @@ fn ips(pod: &PodSandbox) -> String {
 
 struct NetworkLogger;
 
-#[nri::plugin]
+#[nri_stub::plugin]
 impl Plugin for NetworkLogger {
     async fn synchronize(
         &self,
@@ -98,7 +98,7 @@ async fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nri::api::LinuxNamespace;
+    use nri_stub::api::LinuxNamespace;
 
     #[test]
     fn namespace_and_ips_as_upstream_prints_them() {

@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 
 use log::{debug, error, info};
-use nri::api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
-use nri::stub::{HandlerResult, Plugin};
+use nri_stub::api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
+use nri_stub::{HandlerResult, Plugin};
 use plugin_kit::flags::parse_go_bool;
 use plugin_kit::{Flags, StubOptions};
 
@@ -54,7 +54,7 @@ fn adjust_rdt(
 
 struct Rdt;
 
-#[nri::plugin]
+#[nri_stub::plugin]
 impl Plugin for Rdt {
     async fn create_container(
         &self,
@@ -85,7 +85,7 @@ async fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nri::api::OptionalValue;
+    use nri_stub::api::OptionalValue;
 
     use plugin_kit::annotations::from_pairs as ann;
 

@@ -9,10 +9,10 @@
 use std::sync::Mutex;
 
 use log::info;
-use nri::api::{
+use nri_stub::api::{
     Container, ContainerAdjustment, ContainerUpdate, EventMask, LinuxResources, PodSandbox,
 };
-use nri::stub::{ConfigureInfo, HandlerResult, Plugin};
+use nri_stub::{ConfigureInfo, HandlerResult, Plugin};
 use plugin_kit::{goyaml, Flags, StubOptions};
 use serde::Deserialize;
 
@@ -33,9 +33,9 @@ struct Template {
     config: Mutex<Config>,
 }
 
-/// `#[nri::plugin]` looks at which handlers this `impl` defines and
+/// `#[nri_stub::plugin]` looks at which handlers this `impl` defines and
 /// subscribes the plugin to exactly those events.
-#[nri::plugin]
+#[nri_stub::plugin]
 impl Plugin for Template {
     /// Called once the connection is up, before anything else. Returns the
     /// events to subscribe to; `EventMask::EMPTY` means "every event I have
@@ -194,7 +194,7 @@ async fn main() {
     // plugins get NRI_PLUGIN_NAME/NRI_PLUGIN_IDX), else from the file name
     // (NN-name). The socket: given, else the one the runtime handed over,
     // else /var/run/nri/nri.sock. `run_plugin` builds the stub
-    // (`nri::stub::Stub::builder()`), serves the runtime until the
+    // (`nri_stub::Stub::builder()`), serves the runtime until the
     // connection goes away and exits: status 1 on failure, and at once
     // when the connection is lost (`exit_on_close`), as upstream's template.
     let mut opts = StubOptions::from_flags(&flags, "socket");

@@ -7,8 +7,8 @@
 use std::collections::HashMap;
 
 use log::{debug, error, info};
-use nri::api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
-use nri::stub::{HandlerResult, Plugin};
+use nri_stub::api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
+use nri_stub::{HandlerResult, Plugin};
 use plugin_kit::{goyaml, lookup_annotation, Flags, StubOptions};
 use serde::Deserialize;
 
@@ -92,7 +92,7 @@ fn adjust_ulimits(ulimits: &[Ulimit]) -> Result<ContainerAdjustment, String> {
 
 struct Adjuster;
 
-#[nri::plugin]
+#[nri_stub::plugin]
 impl Plugin for Adjuster {
     async fn create_container(
         &self,

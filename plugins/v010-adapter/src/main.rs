@@ -13,8 +13,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use log::{error, info};
-use nri::api::{Container, ContainerUpdate, EventMask, LinuxNamespace, LinuxResources, PodSandbox};
-use nri::stub::{ConfigureInfo, HandlerResult, Plugin};
+use nri_stub::api::{
+    Container, ContainerUpdate, EventMask, LinuxNamespace, LinuxResources, PodSandbox,
+};
+use nri_stub::{ConfigureInfo, HandlerResult, Plugin};
 use plugin_kit::{Flags, StubOptions};
 use v1::{Client, Spec, State};
 
@@ -88,7 +90,7 @@ impl Adapter {
     }
 }
 
-#[nri::plugin]
+#[nri_stub::plugin]
 impl Plugin for Adapter {
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<EventMask> {
         info!(

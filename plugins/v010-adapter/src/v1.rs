@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use nri::api::{LinuxNamespace, LinuxResources, OptionalValue};
+use nri_stub::api::{LinuxNamespace, LinuxResources, OptionalValue};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tokio::io::AsyncWriteExt;
@@ -399,8 +399,8 @@ fn is_executable(p: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nri::api::optional::{boolean, int64, uint64};
-    use nri::api::{LinuxCPU, LinuxMemory, LinuxPids};
+    use nri_stub::api::optional::{boolean, int64, uint64};
+    use nri_stub::api::{LinuxCPU, LinuxMemory, LinuxPids};
 
     #[test]
     fn resources_encode_as_runtime_spec_does() {

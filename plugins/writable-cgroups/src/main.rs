@@ -7,9 +7,9 @@
 //! `/host/proc/1/mountinfo`), `-verbose`.
 
 use log::{debug, error, info, warn};
-use nri::api::{Container, ContainerAdjustment, ContainerUpdate, Mount, PodSandbox};
-use nri::stub::{HandlerResult, Plugin};
-use nri::validator::effective_annotation;
+use nri_stub::api::{Container, ContainerAdjustment, ContainerUpdate, Mount, PodSandbox};
+use nri_stub::{HandlerResult, Plugin};
+use nri_validator::effective_annotation;
 use plugin_kit::{Flags, StubOptions};
 
 const WRITABLE_CGROUPS_ANNOTATION: &str = "writable-cgroups.noderesource.dev";
@@ -147,7 +147,7 @@ impl WritableCgroups {
     }
 }
 
-#[nri::plugin]
+#[nri_stub::plugin]
 impl Plugin for WritableCgroups {
     async fn create_container(
         &self,

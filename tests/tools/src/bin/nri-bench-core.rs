@@ -1,5 +1,5 @@
 //! The runtime-layout experiment of `make bench` (go/bench): the Rust core
-//! (`nri::adaptation`) driving CreateContainer through external plugins,
+//! (`nri_runtime`) driving CreateContainer through external plugins,
 //! with its plugin I/O on one of several tokio layouts, so the choice of
 //! layout rests on a measurement. go/bench starts this process, starts the
 //! plugins against its socket and reads one JSON line of results.
@@ -23,8 +23,8 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use nri::adaptation::{Adaptation, BoxError, Options, SyncCb};
-use nri::api::{ContainerUpdate, CreateContainerRequest};
+use nri_runtime::{Adaptation, BoxError, Options, SyncCb};
+use nri_stub::api::{ContainerUpdate, CreateContainerRequest};
 use protobuf::Message;
 
 fn cpu_time() -> Duration {

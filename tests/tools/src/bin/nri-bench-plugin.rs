@@ -22,10 +22,10 @@ use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Once};
 
-use nri::api::{
+use nri_stub::api::{
     Container, ContainerAdjustment, ContainerUpdate, LinuxResources, Mount, PodSandbox,
 };
-use nri::stub::{HandlerResult, Plugin, Stub};
+use nri_stub::{HandlerResult, Plugin, Stub};
 
 struct Bench {
     typical: bool,
@@ -82,7 +82,7 @@ impl Bench {
     }
 }
 
-#[nri::plugin]
+#[nri_stub::plugin]
 impl Plugin for Bench {
     async fn run_pod_sandbox(&self, _pod: &PodSandbox) -> HandlerResult<()> {
         self.count();
@@ -214,7 +214,7 @@ struct Args {
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
-        socket: nri::api::DEFAULT_SOCKET_PATH.to_string(),
+        socket: nri_stub::api::DEFAULT_SOCKET_PATH.to_string(),
         name: "bench".into(),
         idx: "10".into(),
         typical: true,

@@ -18,11 +18,11 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use nri::api::{
+use nri_stub::api::{
     Container, ContainerAdjustment, ContainerUpdate, EventMask, LinuxResources, PodSandbox,
     ValidateContainerAdjustmentRequest,
 };
-use nri::stub::{ConfigureInfo, HandlerResult, Plugin, Stub, StubHandle};
+use nri_stub::{ConfigureInfo, HandlerResult, Plugin, Stub, StubHandle};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -96,7 +96,7 @@ impl Interop {
     }
 }
 
-#[nri::plugin]
+#[nri_stub::plugin]
 impl Plugin for Interop {
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<EventMask> {
         let from_runtime: Config = if info.config.trim().is_empty() {
@@ -291,7 +291,7 @@ async fn main() {
         }
     }
     let name = name_arg
-        .or_else(|| std::env::var(nri::api::PLUGIN_NAME_ENV).ok())
+        .or_else(|| std::env::var(nri_stub::api::PLUGIN_NAME_ENV).ok())
         .unwrap_or_else(|| "interop".to_string());
     let plugin = Interop {
         config: Mutex::new(base.clone()),

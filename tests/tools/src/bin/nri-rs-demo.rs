@@ -8,8 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use nri::adaptation::{Adaptation, BoxError, Options, SyncCb};
-use nri::api::{self, ContainerUpdate};
+use nri_runtime::{Adaptation, BoxError, Options, SyncCb};
+use nri_stub::api::{self, ContainerUpdate};
 use protobuf::MessageField;
 
 fn install(dir: &Path, bin: &Path, name: &str, as_: &str, config: &str) -> std::io::Result<()> {
@@ -140,7 +140,7 @@ async fn drive(nri: &Adaptation, log_file: &Path) -> Result<(), BoxError> {
     .await?;
     println!("-> StartContainer ok");
     let mut resources = api::LinuxResources::default();
-    resources.cpu.mut_or_insert_default().shares = nri::api::optional::uint64(512u64);
+    resources.cpu.mut_or_insert_default().shares = nri_stub::api::optional::uint64(512u64);
     nri.update_container(api::UpdateContainerRequest {
         pod: p(),
         container: c(),

@@ -1,5 +1,5 @@
 //! `nri-wire-echo`: decodes protobuf messages with nri-rs's generated
-//! `nri::api` types and writes them back re-encoded.
+//! `nri_stub::api` types and writes them back re-encoded.
 //!
 //! Driven by the Go tests in `go/wirecompat`, which build messages with
 //! upstream's Go types, send them here and require that what comes back
@@ -29,7 +29,7 @@ use std::io::{self, BufReader, BufWriter, Read, Write};
 use std::panic::{self, AssertUnwindSafe};
 use std::process::ExitCode;
 
-use nri::api;
+use nri_stub::api;
 use protobuf::reflect::{ReflectFieldRef, ReflectValueRef};
 use protobuf::{MessageDyn, MessageFull};
 

@@ -1,0 +1,601 @@
+//! `nri_adaptation`: the runtime adaptation behind an opaque handle, its
+//! lifecycle and one export per pod and container event.
+//!
+//! Every function blocks the calling thread until done. They may be called
+//! from many threads at once, but not from inside a callback of the same
+//! adaptation (the sync callback holds the plugin synchronization, and the
+//! others run on the adaptation's own threads), and `nri_adaptation_free`
+//! must not race with any other call on the same handle.
+
+use std::ffi::c_char;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::executor::block_on;
+use protobuf::Message;
+
+use super::buffer::{decode_raw, encode, nri_buffer, str_arg, write_out};
+use super::callbacks::{nri_callbacks, FfiSync, FfiUpdate, UserData};
+use super::error::{boundary, boundary_void, nri_error, nri_status, Failure};
+use super::options::nri_options;
+use nri_api::*;
+use nri_runtime::{self as adaptation, Adaptation, Error, Options, PluginSyncBlock};
+
+/// An NRI runtime adaptation (Rust type: `Box<nri_adaptation>` around
+/// `nri_runtime::Adaptation`, which owns its own tokio runtime thread).
+pub struct nri_adaptation {
+    inner: Adaptation,
+}
+
+/// Creates an adaptation for the runtime `name` `version` (upstream `New`).
+/// `opts` may be NULL for the defaults; it is consumed either way, as is
+/// the callbacks' user data (its finalizer runs when the adaptation is
+/// freed, or before this returns if it fails). On success `*out` receives
+/// the handle.
+///
+/// # Safety
+/// `name` and `version` are NUL-terminated strings; `callbacks` points to a
+/// valid table; `opts` is NULL or from `nri_options_new`; `out` is
+/// writable; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_new(
+    name: *const c_char,
+    version: *const c_char,
+    callbacks: *const nri_callbacks,
+    opts: *mut nri_options,
+    out: *mut *mut nri_adaptation,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // Take ownership of everything handed over before anything can fail.
+    let opts = if opts.is_null() {
+        Options::default()
+    } else {
+        // SAFETY: from Box::into_raw in nri_options_new.
+        unsafe { Box::from_raw(opts) }.inner
+    };
+    // SAFETY: guaranteed by the caller.
+    let cbs = unsafe { callbacks.as_ref() };
+    let data = cbs.map(|c| UserData::new(c.user_data, c.free_user_data));
+    boundary(err, || {
+        let cbs = cbs.ok_or_else(|| Failure::invalid("callbacks is NULL"))?;
+        let data = data.expect("taken with the callbacks");
+        let sync = cbs
+            .sync
+            .ok_or_else(|| Failure::invalid("callbacks.sync is NULL"))?;
+        let update = cbs
+            .update
+            .ok_or_else(|| Failure::invalid("callbacks.update is NULL"))?;
+        // SAFETY: guaranteed by the caller.
+        let name = unsafe { str_arg("name", name) }?;
+        // SAFETY: guaranteed by the caller.
+        let version = unsafe { str_arg("version", version) }?;
+        if out.is_null() {
+            return Err(Failure::invalid("out is NULL"));
+        }
+        let inner = Adaptation::new(
+            name,
+            version,
+            FfiSync {
+                f: sync,
+                data: Arc::clone(&data),
+            },
+            FfiUpdate { f: update, data },
+            opts,
+        )?;
+        let handle = Box::into_raw(Box::new(nri_adaptation { inner }));
+        // SAFETY: checked non-NULL above; guaranteed writable by the caller.
+        unsafe { write_out("out", out, handle) }
+    })
+}
+
+/// The adaptation behind a handle that must not be NULL.
+///
+/// # Safety
+/// `a` is NULL or a live handle from `nri_adaptation_new`.
+unsafe fn adaptation<'a>(a: *const nri_adaptation) -> Result<&'a Adaptation, Failure> {
+    // SAFETY: guaranteed by the caller.
+    unsafe { a.as_ref() }
+        .map(|a| &a.inner)
+        .ok_or_else(|| Failure::invalid("adaptation is NULL"))
+}
+
+/// Starts builtin and pre-installed plugins, synchronizes them through the
+/// sync callback, then opens the socket for external plugins (upstream
+/// `Start`). Fails with `NRI_STATUS_START_FAILED` if already started.
+///
+/// # Safety
+/// `a` is a live handle; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_start(
+    a: *const nri_adaptation,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    boundary(err, || {
+        // SAFETY: guaranteed by the caller.
+        let a = unsafe { adaptation(a) }?;
+        Ok(block_on(a.start())?)
+    })
+}
+
+/// Stops accepting plugins and closes all of them (upstream `Stop`).
+/// Stopping a stopped adaptation does nothing. Events are refused with
+/// `NRI_STATUS_NOT_RUNNING` until it is started again.
+///
+/// # Safety
+/// `a` is a live handle; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_stop(
+    a: *const nri_adaptation,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    boundary(err, || {
+        // SAFETY: guaranteed by the caller.
+        let a = unsafe { adaptation(a) }?;
+        block_on(a.stop());
+        Ok(())
+    })
+}
+
+/// Whether `event` (an NRI `Event` number: 1 RunPodSandbox ... 4
+/// CreateContainer ...) would reach any plugin now. False only while the
+/// adaptation runs and no active plugin subscribes to the event (for
+/// CreateContainer: and no validator is active). Such an event succeeds
+/// without any plugin seeing it, with the response it has when no plugin
+/// answers, so a runtime may skip it and save encoding the request. True
+/// for a NULL handle, an unknown event, or an adaptation not running: the
+/// event call then reports why. One atomic load; never blocks.
+///
+/// # Safety
+/// `a` is NULL or a live handle.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_wants_event(a: *const nri_adaptation, event: i32) -> bool {
+    let wants = || {
+        // SAFETY: guaranteed by the caller.
+        let Ok(a) = (unsafe { adaptation(a) }) else {
+            return true;
+        };
+        <Event as protobuf::Enum>::from_i32(event).is_none_or(|e| a.wants_event(e))
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(wants)).unwrap_or(true)
+}
+
+/// Stops the adaptation if needed and releases it; the callbacks' user data
+/// finalizers run once every callback has returned. NULL is a no-op.
+///
+/// # Safety
+/// `a` is NULL or a live handle, not used by any other call meanwhile or
+/// afterwards, and this is not called from one of its callbacks.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_free(a: *mut nri_adaptation) {
+    if a.is_null() {
+        return;
+    }
+    boundary_void("nri_adaptation_free", || {
+        // SAFETY: from Box::into_raw in nri_adaptation_new.
+        drop(unsafe { Box::from_raw(a) });
+    });
+}
+
+/// Holds off the synchronization of plugins that connect from now on, until
+/// released by `nri_plugin_sync_block_free` (upstream `BlockPluginSync` and
+/// `Unblock`).
+pub struct nri_plugin_sync_block {
+    _block: PluginSyncBlock,
+}
+
+/// Blocks plugin synchronization (upstream `BlockPluginSync`): waits for a
+/// synchronization in progress to finish, then keeps new ones waiting until
+/// the block is freed. Events are not affected.
+///
+/// # Safety
+/// `a` is a live handle; `out` is writable; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_block_plugin_sync(
+    a: *const nri_adaptation,
+    out: *mut *mut nri_plugin_sync_block,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    boundary(err, || {
+        // SAFETY: guaranteed by the caller.
+        let a = unsafe { adaptation(a) }?;
+        if out.is_null() {
+            return Err(Failure::invalid("out is NULL"));
+        }
+        let block = Box::new(nri_plugin_sync_block {
+            _block: a.block_plugin_sync_blocking(),
+        });
+        // SAFETY: checked non-NULL; guaranteed writable by the caller.
+        unsafe { write_out("out", out, Box::into_raw(block)) }
+    })
+}
+
+/// Releases a plugin sync block, letting waiting plugins synchronize
+/// (upstream `Unblock`). NULL is a no-op.
+///
+/// # Safety
+/// `block` is NULL or from `nri_adaptation_block_plugin_sync`, not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn nri_plugin_sync_block_free(block: *mut nri_plugin_sync_block) {
+    if !block.is_null() {
+        boundary_void("nri_plugin_sync_block_free", || {
+            // SAFETY: from Box::into_raw in nri_adaptation_block_plugin_sync.
+            drop(unsafe { Box::from_raw(block) });
+        });
+    }
+}
+
+/// Sets the process-wide plugin registration timeout, in milliseconds
+/// (upstream `SetPluginRegistrationTimeout`); adaptations without their own
+/// timeout use it from their next registration on.
+#[no_mangle]
+pub extern "C" fn nri_set_plugin_registration_timeout(millis: u64) {
+    adaptation::set_plugin_registration_timeout(Duration::from_millis(millis));
+}
+
+/// Sets the process-wide plugin request timeout, in milliseconds (upstream
+/// `SetPluginRequestTimeout`).
+#[no_mangle]
+pub extern "C" fn nri_set_plugin_request_timeout(millis: u64) {
+    adaptation::set_plugin_request_timeout(Duration::from_millis(millis));
+}
+
+/// Decodes the request, runs the event and hands its result to `done`.
+///
+/// # Safety
+/// `a` is a live handle; `req` is valid for `len` bytes or `len` is 0.
+unsafe fn event<Req: Message, T>(
+    a: *const nri_adaptation,
+    req: *const u8,
+    len: usize,
+    err: *mut *mut nri_error,
+    run: impl FnOnce(&Adaptation, Req) -> Result<T, Error>,
+    done: impl FnOnce(T) -> Result<(), Failure>,
+) -> nri_status {
+    boundary(err, || {
+        // SAFETY: guaranteed by the caller.
+        let a = unsafe { adaptation(a) }?;
+        // SAFETY: guaranteed by the caller.
+        let req: Req = unsafe { decode_raw(req, len) }?;
+        done(run(a, req)?)
+    })
+}
+
+/// An event with a response: checks the output slot before running it, so
+/// a bad slot never loses the outcome of an event that ran.
+///
+/// # Safety
+/// As for [`event`]; `rsp` is NULL or writable.
+unsafe fn event_with_response<Req: Message, Rsp: Message>(
+    a: *const nri_adaptation,
+    req: *const u8,
+    len: usize,
+    rsp: *mut nri_buffer,
+    err: *mut *mut nri_error,
+    run: impl FnOnce(&Adaptation, Req) -> Result<Rsp, Error>,
+) -> nri_status {
+    if rsp.is_null() {
+        return boundary(err, || Err(Failure::invalid("response is NULL")));
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        event(a, req, len, err, run, |r: Rsp| {
+            let buf = encode(&r)?;
+            write_out("response", rsp, buf)
+        })
+    }
+}
+
+// One export per event, written out (cbindgen does not expand macros).
+
+/// Relays a `RunPodSandboxRequest` to the subscribed plugins.
+///
+/// # Safety
+/// `a` is a live handle; `req` holds `len` bytes of the encoded request
+/// (NULL if `len` is 0); `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_run_pod_sandbox(
+    a: *const nri_adaptation,
+    req: *const u8,
+    len: usize,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: RunPodSandboxRequest| block_on(a.run_pod_sandbox(r)),
+            |()| Ok(()),
+        )
+    }
+}
+
+/// Relays an `UpdatePodSandboxRequest`; `*rsp` receives an
+/// `UpdatePodSandboxResponse`.
+///
+/// # Safety
+/// `a` is a live handle; `req` holds `len` bytes of the encoded request
+/// (NULL if `len` is 0); `rsp` is writable; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_update_pod_sandbox(
+    a: *const nri_adaptation,
+    req: *const u8,
+    len: usize,
+    rsp: *mut nri_buffer,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        event_with_response(a, req, len, rsp, err, |a, r: UpdatePodSandboxRequest| {
+            block_on(a.update_pod_sandbox(r))
+        })
+    }
+}
+
+/// Relays a `PostUpdatePodSandboxRequest`.
+///
+/// # Safety
+/// `a` is a live handle; `req` holds `len` bytes of the encoded request
+/// (NULL if `len` is 0); `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_post_update_pod_sandbox(
+    a: *const nri_adaptation,
+    req: *const u8,
+    len: usize,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: PostUpdatePodSandboxRequest| block_on(a.post_update_pod_sandbox(r)),
+            |()| Ok(()),
+        )
+    }
+}
+
+/// Relays a `StopPodSandboxRequest`.
+///
+/// # Safety
+/// `a` is a live handle; `req` holds `len` bytes of the encoded request
+/// (NULL if `len` is 0); `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_stop_pod_sandbox(
+    a: *const nri_adaptation,
+    req: *const u8,
+    len: usize,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: StopPodSandboxRequest| block_on(a.stop_pod_sandbox(r)),
+            |()| Ok(()),
+        )
+    }
+}
+
+/// Relays a `RemovePodSandboxRequest`.
+///
+/// # Safety
+/// `a` is a live handle; `req` holds `len` bytes of the encoded request
+/// (NULL if `len` is 0); `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_remove_pod_sandbox(
+    a: *const nri_adaptation,
+    req: *const u8,
+    len: usize,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: RemovePodSandboxRequest| block_on(a.remove_pod_sandbox(r)),
+            |()| Ok(()),
+        )
+    }
+}
+
+/// Collects the plugins' adjustments of a new container, merged and
+/// validated; `*rsp` receives a `CreateContainerResponse`.
+///
+/// # Safety
+/// `a` is a live handle; `req` holds `len` bytes of the encoded request
+/// (NULL if `len` is 0); `rsp` is writable; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_create_container(
+    a: *const nri_adaptation,
+    req: *const u8,
+    len: usize,
+    rsp: *mut nri_buffer,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        event_with_response(a, req, len, rsp, err, |a, r: CreateContainerRequest| {
+            block_on(a.create_container(r))
+        })
+    }
+}
+
+/// Relays a `PostCreateContainerRequest`.
+///
+/// # Safety
+/// `a` is a live handle; `req` holds `len` bytes of the encoded request
+/// (NULL if `len` is 0); `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_post_create_container(
+    a: *const nri_adaptation,
+    req: *const u8,
+    len: usize,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: PostCreateContainerRequest| block_on(a.post_create_container(r)),
+            |()| Ok(()),
+        )
+    }
+}
+
+/// Relays a `StartContainerRequest`.
+///
+/// # Safety
+/// `a` is a live handle; `req` holds `len` bytes of the encoded request
+/// (NULL if `len` is 0); `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_start_container(
+    a: *const nri_adaptation,
+    req: *const u8,
+    len: usize,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: StartContainerRequest| block_on(a.start_container(r)),
+            |()| Ok(()),
+        )
+    }
+}
+
+/// Relays a `PostStartContainerRequest`.
+///
+/// # Safety
+/// `a` is a live handle; `req` holds `len` bytes of the encoded request
+/// (NULL if `len` is 0); `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_post_start_container(
+    a: *const nri_adaptation,
+    req: *const u8,
+    len: usize,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: PostStartContainerRequest| block_on(a.post_start_container(r)),
+            |()| Ok(()),
+        )
+    }
+}
+
+/// Collects the plugins' updates; `*rsp` receives an
+/// `UpdateContainerResponse`.
+///
+/// # Safety
+/// `a` is a live handle; `req` holds `len` bytes of the encoded request
+/// (NULL if `len` is 0); `rsp` is writable; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_update_container(
+    a: *const nri_adaptation,
+    req: *const u8,
+    len: usize,
+    rsp: *mut nri_buffer,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        event_with_response(a, req, len, rsp, err, |a, r: UpdateContainerRequest| {
+            block_on(a.update_container(r))
+        })
+    }
+}
+
+/// Relays a `PostUpdateContainerRequest`.
+///
+/// # Safety
+/// `a` is a live handle; `req` holds `len` bytes of the encoded request
+/// (NULL if `len` is 0); `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_post_update_container(
+    a: *const nri_adaptation,
+    req: *const u8,
+    len: usize,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: PostUpdateContainerRequest| block_on(a.post_update_container(r)),
+            |()| Ok(()),
+        )
+    }
+}
+
+/// Collects the plugins' updates of other containers; `*rsp` receives a
+/// `StopContainerResponse`.
+///
+/// # Safety
+/// `a` is a live handle; `req` holds `len` bytes of the encoded request
+/// (NULL if `len` is 0); `rsp` is writable; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_stop_container(
+    a: *const nri_adaptation,
+    req: *const u8,
+    len: usize,
+    rsp: *mut nri_buffer,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        event_with_response(a, req, len, rsp, err, |a, r: StopContainerRequest| {
+            block_on(a.stop_container(r))
+        })
+    }
+}
+
+/// Relays a `RemoveContainerRequest`.
+///
+/// # Safety
+/// `a` is a live handle; `req` holds `len` bytes of the encoded request
+/// (NULL if `len` is 0); `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_remove_container(
+    a: *const nri_adaptation,
+    req: *const u8,
+    len: usize,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        event(
+            a,
+            req,
+            len,
+            err,
+            |a, r: RemoveContainerRequest| block_on(a.remove_container(r)),
+            |()| Ok(()),
+        )
+    }
+}

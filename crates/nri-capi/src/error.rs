@@ -1,0 +1,252 @@
+//! Status codes, the owned error object, and the panic boundary every
+//! export runs inside.
+
+use std::ffi::{c_char, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use nri_runtime::Error;
+
+/// The result of every fallible call. Numbers are stable and never reused.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum nri_status {
+    /// Success.
+    Ok = 0,
+    /// A NULL or otherwise unusable argument (non-UTF-8 string, bad option
+    /// value, a callback table without a required callback).
+    InvalidArgument = 1,
+    /// Bytes that do not decode as the protobuf message the call expects.
+    InvalidMessage = 2,
+    /// The adaptation is not started, or it is stopped. Events are refused
+    /// then, since builtin validators only run while it is started.
+    NotRunning = 3,
+    /// A plugin failed the request (its error, a timeout, a broken
+    /// connection).
+    PluginFailed = 4,
+    /// Plugins made conflicting or invalid adjustments.
+    Conflict = 5,
+    /// A validating plugin rejected the adjustment, or could not be asked.
+    Rejected = 6,
+    /// The caller's sync callback reported an error during
+    /// `nri_adaptation_start`. (An update callback's error goes to the
+    /// plugin that asked for the update, not to the caller.)
+    CallbackFailed = 7,
+    /// Starting the adaptation failed (socket, plugin launch, sync).
+    StartFailed = 8,
+    /// A bug in nri-rs: a panic was caught at the boundary. The adaptation
+    /// stays usable, but the call's outcome is unknown.
+    Panic = 9,
+    /// A spec (JSON) that is not an OCI runtime spec oci-spec can hold: it
+    /// does not parse, or has fields that would be lost.
+    InvalidSpec = 10,
+    /// The spec generator refused an adjustment or update: a value the OCI
+    /// spec cannot hold, an unknown namespace, a mount whose propagation
+    /// check failed. The spec given is unchanged.
+    SpecRefused = 11,
+}
+
+/// An error: a status and a message. Owned by the caller, released with
+/// `nri_error_free`.
+pub struct nri_error {
+    status: nri_status,
+    message: CString,
+}
+
+/// A failure on its way out through the boundary.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) status: nri_status,
+    pub(crate) message: String,
+}
+
+impl Failure {
+    pub(crate) fn new(status: nri_status, message: impl Into<String>) -> Failure {
+        Failure {
+            status,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn invalid(message: impl Into<String>) -> Failure {
+        Failure::new(nri_status::InvalidArgument, message)
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Failure {
+        let status = match &e {
+            Error::InvalidConfig(_) => nri_status::InvalidArgument,
+            Error::Plugin { .. }
+            | Error::Builtin { .. }
+            | Error::Timeout { .. }
+            | Error::Transport { .. } => nri_status::PluginFailed,
+            Error::Merge(_) => nri_status::Conflict,
+            Error::Rejected { .. } | Error::ValidatorFailed { .. } => nri_status::Rejected,
+            Error::Runtime(_) => nri_status::CallbackFailed,
+            Error::Start(_) => nri_status::StartFailed,
+            Error::NotRunning => nri_status::NotRunning,
+        };
+        Failure::new(status, e.to_string())
+    }
+}
+
+/// Runs the body of an export: catches panics, and turns a failure into
+/// its status and, if `err` is not NULL, an error object in `*err`.
+pub(crate) fn boundary(
+    err: *mut *mut nri_error,
+    body: impl FnOnce() -> Result<(), Failure>,
+) -> nri_status {
+    let failure = match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => return nri_status::Ok,
+        Ok(Err(f)) => f,
+        Err(panic) => Failure::new(
+            nri_status::Panic,
+            format!("nri-rs panicked: {}", panic_text(&panic)),
+        ),
+    };
+    let status = failure.status;
+    if !err.is_null() {
+        let e = Box::new(nri_error {
+            status,
+            message: to_cstring(failure.message),
+        });
+        // SAFETY: the caller passes a writable `nri_error *` slot or NULL.
+        unsafe { *err = Box::into_raw(e) };
+    }
+    status
+}
+
+/// Like [`boundary`] for exports that have no way to report an error:
+/// a panic is swallowed (and logged) instead of unwinding into C.
+pub(crate) fn boundary_void(name: &str, body: impl FnOnce()) {
+    if let Err(panic) = catch_unwind(AssertUnwindSafe(body)) {
+        log::error!("{name}: nri-rs panicked: {}", panic_text(&panic));
+    }
+}
+
+pub(crate) fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into())
+}
+
+/// A C string of `s`, with interior NULs replaced so no text is lost.
+pub(crate) fn to_cstring(s: String) -> CString {
+    CString::new(s).unwrap_or_else(|e| {
+        let s = String::from_utf8_lossy(&e.into_vec()).replace('\0', "\u{FFFD}");
+        CString::new(s).expect("NULs were replaced")
+    })
+}
+
+/// The status of an error. `NRI_STATUS_INVALID_ARGUMENT` for NULL.
+///
+/// # Safety
+/// `err` is NULL or an error from this library not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn nri_error_status(err: *const nri_error) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    match unsafe { err.as_ref() } {
+        Some(e) => e.status,
+        None => nri_status::InvalidArgument,
+    }
+}
+
+/// The message of an error, NUL-terminated UTF-8, valid until the error is
+/// freed. An empty string for NULL.
+///
+/// # Safety
+/// `err` is NULL or an error from this library not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn nri_error_message(err: *const nri_error) -> *const c_char {
+    // SAFETY: guaranteed by the caller.
+    match unsafe { err.as_ref() } {
+        Some(e) => e.message.as_ptr(),
+        None => c"".as_ptr(),
+    }
+}
+
+/// Releases an error. NULL is a no-op.
+///
+/// # Safety
+/// `err` is NULL or an error from this library not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn nri_error_free(err: *mut nri_error) {
+    if !err.is_null() {
+        // SAFETY: it came from Box::into_raw in `boundary`.
+        drop(unsafe { Box::from_raw(err) });
+    }
+}
+
+/// A short description of a status, static and NUL-terminated; "unknown
+/// status" for numbers this version does not know.
+#[no_mangle]
+pub extern "C" fn nri_status_name(status: u32) -> *const c_char {
+    let s: &'static std::ffi::CStr = match status {
+        0 => c"ok",
+        1 => c"invalid argument",
+        2 => c"invalid message",
+        3 => c"not running",
+        4 => c"plugin failed",
+        5 => c"conflict",
+        6 => c"rejected",
+        7 => c"callback failed",
+        8 => c"start failed",
+        9 => c"panic",
+        10 => c"invalid spec",
+        11 => c"spec refused",
+        _ => c"unknown status",
+    };
+    s.as_ptr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_reach_the_caller_as_status_and_message() {
+        let mut err: *mut nri_error = std::ptr::null_mut();
+        let st = boundary(&mut err, || Err(Failure::invalid("bad\0thing")));
+        assert_eq!(st, nri_status::InvalidArgument);
+        assert!(!err.is_null());
+        unsafe {
+            assert_eq!(nri_error_status(err), nri_status::InvalidArgument);
+            let msg = std::ffi::CStr::from_ptr(nri_error_message(err));
+            assert_eq!(msg.to_str().unwrap(), "bad\u{FFFD}thing");
+            nri_error_free(err);
+        }
+    }
+
+    #[test]
+    fn panics_become_a_status_and_success_writes_nothing() {
+        let mut err: *mut nri_error = std::ptr::null_mut();
+        assert_eq!(boundary(&mut err, || Ok(())), nri_status::Ok);
+        assert!(err.is_null());
+        let st = boundary(&mut err, || panic!("boom"));
+        assert_eq!(st, nri_status::Panic);
+        unsafe {
+            let msg = std::ffi::CStr::from_ptr(nri_error_message(err));
+            assert_eq!(msg.to_str().unwrap(), "nri-rs panicked: boom");
+            nri_error_free(err);
+        }
+        // No error slot: still only a status.
+        assert_eq!(
+            boundary(std::ptr::null_mut(), || Err(Failure::invalid("x"))),
+            nri_status::InvalidArgument
+        );
+    }
+
+    #[test]
+    fn adaptation_errors_map_to_their_status() {
+        let f = Failure::from(Error::Merge("conflict".into()));
+        assert_eq!(f.status, nri_status::Conflict);
+        assert_eq!(
+            Failure::from(Error::NotRunning).status,
+            nri_status::NotRunning
+        );
+        let name =
+            unsafe { std::ffi::CStr::from_ptr(nri_status_name(nri_status::Rejected as u32)) };
+        assert_eq!(name.to_str().unwrap(), "rejected");
+    }
+}

@@ -1,0 +1,311 @@
+//! `nri_options`: the optional settings of an adaptation (upstream's
+//! `With*` options), built with setters so the struct can grow without
+//! breaking the ABI.
+
+use std::ffi::{c_char, c_void};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::buffer::str_arg;
+use super::callbacks::{
+    nri_builtin_plugin, nri_deprecation_fn, nri_free_fn, nri_metrics, FfiBuiltin, FfiDeprecation,
+    FfiMetrics, UserData,
+};
+use super::error::{boundary, nri_error, nri_status, Failure};
+use nri_runtime::{BuiltinPlugin, Options};
+use nri_validator::DefaultValidatorConfig;
+
+/// Options of an adaptation. Created by `nri_options_new`, consumed by
+/// `nri_adaptation_new`, or released by `nri_options_free`. (Rust type:
+/// `Box<nri_options>`.)
+pub struct nri_options {
+    pub(crate) inner: Options,
+}
+
+/// New options with upstream's defaults: plugins in /opt/nri/plugins,
+/// their configuration in /etc/nri/conf.d, the socket at
+/// /var/run/nri/nri.sock, external connections enabled.
+#[no_mangle]
+pub extern "C" fn nri_options_new() -> *mut nri_options {
+    Box::into_raw(Box::new(nri_options {
+        inner: Options::default(),
+    }))
+}
+
+/// Releases options that were not handed to `nri_adaptation_new`, running
+/// the finalizers of the user data they hold. NULL is a no-op.
+///
+/// # Safety
+/// `opts` is NULL or options from `nri_options_new` not yet consumed.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_free(opts: *mut nri_options) {
+    if !opts.is_null() {
+        // SAFETY: from Box::into_raw in nri_options_new.
+        drop(unsafe { Box::from_raw(opts) });
+    }
+}
+
+/// Runs a setter on options that must not be NULL. Setters check their
+/// arguments before touching the options, so a failed call changes nothing.
+fn with_options(
+    opts: *mut nri_options,
+    err: *mut *mut nri_error,
+    set: impl FnOnce(&mut Options) -> Result<(), Failure>,
+) -> nri_status {
+    boundary(err, || {
+        // SAFETY: callers of the exports pass options from nri_options_new.
+        let o = unsafe { opts.as_mut() }.ok_or_else(|| Failure::invalid("options is NULL"))?;
+        set(&mut o.inner)
+    })
+}
+
+/// Sets a path option; the path must be a non-empty string.
+///
+/// # Safety
+/// `path` is NULL or a NUL-terminated string.
+unsafe fn set_path(
+    opts: *mut nri_options,
+    what: &str,
+    path: *const c_char,
+    err: *mut *mut nri_error,
+    set: impl FnOnce(Options, &str) -> Options,
+) -> nri_status {
+    with_options(opts, err, |o| {
+        // SAFETY: guaranteed by the caller.
+        let p = unsafe { str_arg(what, path) }?;
+        if p.is_empty() {
+            return Err(Failure::invalid(format!("{what} is empty")));
+        }
+        *o = set(std::mem::take(o), p);
+        Ok(())
+    })
+}
+
+/// The directory of pre-installed plugins (`WithPluginPath`).
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `path` is a NUL-terminated string;
+/// `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_plugin_path(
+    opts: *mut nri_options,
+    path: *const c_char,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    unsafe { set_path(opts, "plugin path", path, err, |o, p| o.plugin_path(p)) }
+}
+
+/// The directory of plugin configuration drop-ins (`WithPluginConfigPath`).
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `path` is a NUL-terminated string;
+/// `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_plugin_config_path(
+    opts: *mut nri_options,
+    path: *const c_char,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    unsafe {
+        set_path(opts, "plugin config path", path, err, |o, p| {
+            o.plugin_config_path(p)
+        })
+    }
+}
+
+/// The socket external plugins connect to (`WithSocketPath`).
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `path` is a NUL-terminated string;
+/// `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_socket_path(
+    opts: *mut nri_options,
+    path: *const c_char,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    unsafe { set_path(opts, "socket path", path, err, |o, p| o.socket_path(p)) }
+}
+
+/// Accept no external plugin connections: no socket is created
+/// (`WithDisabledExternalConnections`).
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_disable_external_connections(
+    opts: *mut nri_options,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    with_options(opts, err, |o| {
+        *o = std::mem::take(o).disable_external_connections();
+        Ok(())
+    })
+}
+
+/// How long a plugin may take to register, in milliseconds, for this
+/// adaptation only (0 keeps the process-wide value, see
+/// `nri_set_plugin_registration_timeout`).
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_registration_timeout(
+    opts: *mut nri_options,
+    millis: u64,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    set_timeout(opts, millis, err, Options::registration_timeout)
+}
+
+/// How long a plugin may take to answer a request, in milliseconds, for
+/// this adaptation only (0 keeps the process-wide value, see
+/// `nri_set_plugin_request_timeout`).
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_request_timeout(
+    opts: *mut nri_options,
+    millis: u64,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    set_timeout(opts, millis, err, Options::request_timeout)
+}
+
+/// Sets a per-adaptation timeout; 0 leaves the process-wide one in force.
+fn set_timeout(
+    opts: *mut nri_options,
+    millis: u64,
+    err: *mut *mut nri_error,
+    set: fn(Options, Duration) -> Options,
+) -> nri_status {
+    with_options(opts, err, |o| {
+        if millis > 0 {
+            *o = set(std::mem::take(o), Duration::from_millis(millis));
+        }
+        Ok(())
+    })
+}
+
+/// Enables the builtin default validator with this configuration
+/// (`WithDefaultValidator`), given as YAML or JSON with upstream's keys
+/// (`enable`, `rejectOCIHookAdjustment`, `requiredPlugins`,
+/// `tolerateMissingPluginsAnnotation`, ...). A configuration without
+/// `enable: true` leaves the validator off, as upstream does.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `config` is a NUL-terminated
+/// string; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_default_validator(
+    opts: *mut nri_options,
+    config: *const c_char,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    with_options(opts, err, |o| {
+        // SAFETY: guaranteed by the caller.
+        let text = unsafe { str_arg("config", config) }?;
+        let cfg: DefaultValidatorConfig = if text.trim().is_empty() {
+            DefaultValidatorConfig::default()
+        } else {
+            serde_yaml::from_str(text)
+                .map_err(|e| Failure::invalid(format!("invalid default validator config: {e}")))?
+        };
+        *o = std::mem::take(o).default_validator(cfg);
+        Ok(())
+    })
+}
+
+/// Adds a builtin plugin (`WithBuiltinPlugins`). The plugin's user data is
+/// owned from here on, even when this fails.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `plugin` points to a valid
+/// `nri_builtin_plugin` (its strings are copied); `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_add_builtin_plugin(
+    opts: *mut nri_options,
+    plugin: *const nri_builtin_plugin,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // Take the plugin (and its user data) before anything can fail.
+    // SAFETY: guaranteed by the caller.
+    let taken = unsafe { FfiBuiltin::from_c(plugin) };
+    with_options(opts, err, |o| {
+        let (name, index, handlers) = taken?;
+        if name.is_empty() || index.is_empty() {
+            return Err(Failure::invalid(format!(
+                "builtin plugin {index:?}-{name:?}: empty name or index"
+            )));
+        }
+        *o = std::mem::take(o).builtin_plugins([BuiltinPlugin::new(name, index, handlers)]);
+        Ok(())
+    })
+}
+
+/// Sets the metrics callbacks (`WithMetrics`). The table is copied; its user
+/// data is owned from here on.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `metrics` points to a valid
+/// `nri_metrics`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_metrics(
+    opts: *mut nri_options,
+    metrics: *const nri_metrics,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: guaranteed by the caller.
+    let m = unsafe { metrics.as_ref() }.map(FfiMetrics::from_c);
+    with_options(opts, err, |o| {
+        let m = m.ok_or_else(|| Failure::invalid("metrics is NULL"))?;
+        *o = std::mem::take(o).metrics(Arc::new(m));
+        Ok(())
+    })
+}
+
+/// Sets the deprecation recorder (`WithDeprecationRecorder`). Its user data
+/// is owned from here on, even when this fails.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_deprecation_recorder(
+    opts: *mut nri_options,
+    record: nri_deprecation_fn,
+    user_data: *mut c_void,
+    free_user_data: nri_free_fn,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    let data = UserData::new(user_data, free_user_data);
+    with_options(opts, err, |o| {
+        let f = record.ok_or_else(|| Failure::invalid("record is NULL"))?;
+        *o = std::mem::take(o).deprecation_recorder(Arc::new(FfiDeprecation { f, data }));
+        Ok(())
+    })
+}
+
+/// The NRI version reported to plugins in `Configure` (default: the
+/// version of `nri_api_version`). Upstream reports the NRI module version
+/// of the runtime's build; its tests override it (`WithTestNRIVersion`).
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `version` is a NUL-terminated
+/// string; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_nri_version(
+    opts: *mut nri_options,
+    version: *const c_char,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    with_options(opts, err, |o| {
+        // SAFETY: guaranteed by the caller.
+        let v = unsafe { str_arg("version", version) }?;
+        *o = std::mem::take(o).nri_version(v);
+        Ok(())
+    })
+}

@@ -1,0 +1,117 @@
+//! How plugins become active: builtin and pre-installed ones at start, in
+//! one runtime sync; external ones one at a time, once synchronized.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use log::{info, warn};
+
+use crate::plugin::{Origin, Plugin, Transport};
+use crate::shared::Core;
+use crate::{connect, launch, sync, BuiltinPlugin, Error, SyncCb};
+
+/// Brings up builtin and pre-installed plugins and synchronizes them in one
+/// runtime sync call, as upstream's `startPlugins` does.
+pub(crate) async fn start_plugins(
+    core: Arc<Core>,
+    builtin: Vec<BuiltinPlugin>,
+    plugin_path: PathBuf,
+    config_path: PathBuf,
+) -> Result<(), Error> {
+    let mut started: Vec<Arc<Plugin>> = Vec::new();
+    for b in builtin {
+        let p = Arc::new(Plugin::new(
+            b.base.clone(),
+            b.index.clone(),
+            Origin::Builtin,
+            None,
+            String::new(),
+            Transport::Builtin(b.handlers.clone()),
+            Arc::clone(&core),
+        ));
+        p.configure().await.map_err(|e| {
+            Error::Start(format!(
+                "failed to initialize/start builtin NRI plugin {:?}: {e}",
+                b.base
+            ))
+        })?;
+        started.push(p);
+    }
+
+    let discovered = launch::discover(&plugin_path, &config_path)?;
+    let launches = discovered.into_iter().filter_map(|d| {
+        if launch::is_wasm(&d.path) {
+            launch::skip(
+                &d,
+                &format!(
+                    "can't load WASM plugin {}: no WASM support",
+                    d.path.display()
+                ),
+            );
+            return None;
+        }
+        let core = Arc::clone(&core);
+        Some(async move {
+            let res = match launch::launch(&d) {
+                Ok((stream, launched)) => connect::connect(core, stream, Some(launched)).await,
+                Err(e) => Err(e),
+            };
+            res.map_err(|e| launch::skip(&d, &e)).ok()
+        })
+    });
+    for c in futures::future::join_all(launches)
+        .await
+        .into_iter()
+        .flatten()
+    {
+        started.push(c);
+    }
+
+    let cb = SyncCb::new(
+        sync::SyncTargets::Started(started.clone()),
+        core.request_timeout(),
+    );
+    if let Err(e) = core.sync_fn.sync(cb).await {
+        for p in &started {
+            p.close();
+        }
+        return Err(Error::Runtime(
+            format!("failed to synchronize pre-installed NRI Plugins: {e}").into(),
+        ));
+    }
+    let active: Vec<_> = started.into_iter().filter(|p| !p.is_closed()).collect();
+    for p in &active {
+        info!("plugin {} started", p.qualified_name());
+    }
+    core.add_plugins(active);
+    Ok(())
+}
+
+/// Synchronizes a newly connected external plugin and makes it active.
+/// Holds the sync lock exclusively (waiting out [`PluginSyncBlock`]s; other
+/// plugins' syncs queue behind it) but not the event lock: events and other
+/// handshakes go on meanwhile.
+pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
+    let _exclusive = core.sync_lock.exclusive().await;
+    let cb = SyncCb::new(
+        sync::SyncTargets::External(Arc::clone(&plugin)),
+        core.request_timeout(),
+    );
+    match core.sync_fn.sync(cb).await {
+        Ok(()) if !plugin.is_closed() => {
+            info!("plugin {} registered", plugin.qualified_name());
+            core.add_plugins([plugin]);
+        }
+        Ok(()) => warn!(
+            "plugin {} went away during synchronization",
+            plugin.qualified_name()
+        ),
+        Err(e) => {
+            warn!(
+                "failed to synchronize plugin {}: {e}",
+                plugin.qualified_name()
+            );
+            plugin.close();
+        }
+    }
+}

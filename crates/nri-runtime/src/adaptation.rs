@@ -1,0 +1,309 @@
+//! [`Adaptation`], the runtime's handle on NRI: construction, start and
+//! stop, and one method per event (upstream's `Adaptation` methods).
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+use log::info;
+use nri_api::*;
+
+use crate::activate::start_plugins;
+use crate::shared::Core;
+use crate::thread::RuntimeThread;
+use crate::{
+    call, callbacks, events, listener, sync, BuiltinPlugin, Error, Options, PluginSyncBlock,
+    SyncFn, UpdateFn, NRI_VERSION,
+};
+
+/// The NRI runtime adaptation (upstream `Adaptation`).
+pub struct Adaptation {
+    core: Arc<Core>,
+    plugin_path: PathBuf,
+    plugin_config_path: PathBuf,
+    socket_path: PathBuf,
+    external_connections: bool,
+    max_pending_connections: usize,
+    builtin: Vec<BuiltinPlugin>,
+    listener: Mutex<Option<listener::Listener>>,
+    // Last: dropped after everything that may still spawn onto it.
+    _thread: Option<RuntimeThread>,
+}
+
+impl Adaptation {
+    /// Creates an adaptation for the runtime `name` `version` (upstream `New`).
+    pub fn new(
+        name: impl Into<String>,
+        version: impl Into<String>,
+        sync_fn: impl SyncFn,
+        update_fn: impl UpdateFn,
+        opts: Options,
+    ) -> Result<Adaptation, Error> {
+        let (thread, handle) = match opts.runtime {
+            Some(h) => (None, h),
+            None => {
+                let (t, h) = RuntimeThread::spawn()?;
+                (Some(t), h)
+            }
+        };
+        for b in &opts.builtin {
+            if b.base.is_empty() || b.index.is_empty() {
+                return Err(Error::InvalidConfig(format!(
+                    "invalid builtin plugin {b:?}: empty name or index"
+                )));
+            }
+        }
+        let core = Arc::new(Core {
+            runtime_name: name.into(),
+            runtime_version: version.into(),
+            nri_version: opts.nri_version.unwrap_or_else(|| NRI_VERSION.to_string()),
+            sync_fn: Box::new(sync_fn),
+            update_fn: Box::new(update_fn),
+            metrics: opts
+                .metrics
+                .unwrap_or_else(|| Arc::new(callbacks::NoMetrics)),
+            deprecation: opts.deprecation,
+            registration_timeout: opts.registration_timeout,
+            request_timeout: opts.request_timeout,
+            handle,
+            plugins: Mutex::new(Vec::new()),
+            events: tokio::sync::Mutex::new(()),
+            state: AtomicU64::new(0),
+            sync_lock: sync::SyncLock::default(),
+        });
+        info!("runtime interface created");
+        Ok(Adaptation {
+            core,
+            plugin_path: opts.plugin_path,
+            plugin_config_path: opts.plugin_config_path,
+            socket_path: opts.socket_path,
+            external_connections: opts.external_connections,
+            max_pending_connections: opts.max_pending_connections,
+            builtin: opts.builtin,
+            listener: Mutex::new(None),
+            _thread: thread,
+        })
+    }
+
+    /// Runs `f` on the adaptation's runtime and waits for it.
+    async fn on_core<T, F>(&self, f: F) -> Result<T, Error>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, Error>> + Send + 'static,
+    {
+        match self.core.handle.spawn(f).await {
+            Ok(res) => res,
+            Err(e) if e.is_panic() => Err(Error::Start(format!(
+                "NRI adaptation task panicked: {}",
+                panic_message(e.into_panic())
+            ))),
+            Err(_) => Err(Error::NotRunning),
+        }
+    }
+
+    /// Runs an event on the adaptation's runtime, if it is running.
+    async fn on_event<T, F>(&self, f: F) -> Result<T, Error>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, Error>> + Send + 'static,
+    {
+        if !self.is_running() {
+            return Err(Error::NotRunning);
+        }
+        self.on_core(f).await
+    }
+
+    /// Starts builtin and pre-installed plugins, synchronizes them with the
+    /// runtime, then opens the socket for external plugins (upstream `Start`).
+    pub async fn start(&self) -> Result<(), Error> {
+        if self.is_running() {
+            return Err(Error::Start("NRI adaptation is already running".into()));
+        }
+        info!("runtime interface starting up...");
+        let core = Arc::clone(&self.core);
+        let builtin = self.builtin.clone();
+        let (plugin_path, config_path) =
+            (self.plugin_path.clone(), self.plugin_config_path.clone());
+        self.on_core(start_plugins(core, builtin, plugin_path, config_path))
+            .await?;
+        if self.external_connections {
+            let core = Arc::clone(&self.core);
+            let path = self.socket_path.clone();
+            let max_pending = self.max_pending_connections;
+            let l = self
+                .on_core(async move { listener::Listener::start(core, &path, max_pending) })
+                .await?;
+            *self.listener.lock().unwrap_or_else(|e| e.into_inner()) = Some(l);
+        }
+        self.core.set_running(true);
+        Ok(())
+    }
+
+    /// Whether `event` would reach any plugin now. False only while running
+    /// and no active plugin subscribes to it (for `CreateContainer`: and no
+    /// validator is active). The event's outcome is then known: success
+    /// with the response of an event no plugin saw. A runtime may skip the
+    /// event and save encoding the request (the Go wrapper does).
+    pub fn wants_event(&self, event: Event) -> bool {
+        self.core.wants(event)
+    }
+
+    /// Whether the adaptation is started and not stopped.
+    pub fn is_running(&self) -> bool {
+        self.core.is_running()
+    }
+
+    /// Stops accepting plugins and closes every plugin, killing launched
+    /// ones (upstream `Stop`). Waits for an event in progress to finish,
+    /// as upstream's lock does; later events are refused. Unlike upstream,
+    /// external connections are closed too.
+    pub async fn stop(&self) {
+        info!("runtime interface shutting down...");
+        let _no_event_in_progress = self.core.events.lock().await;
+        self.shut_down();
+    }
+
+    fn shut_down(&self) {
+        self.core.set_running(false);
+        if let Some(l) = self
+            .listener
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            l.stop();
+        }
+        self.core.close_all();
+    }
+
+    /// Holds off the synchronization of newly connecting plugins (upstream
+    /// `BlockPluginSync`). Events are not affected.
+    pub async fn block_plugin_sync(&self) -> PluginSyncBlock {
+        self.core.sync_lock.block().await
+    }
+
+    /// [`block_plugin_sync`](Self::block_plugin_sync) for threads outside
+    /// any async runtime.
+    pub fn block_plugin_sync_blocking(&self) -> PluginSyncBlock {
+        self.core.sync_lock.block_blocking()
+    }
+
+    /// Tasks alive on the adaptation's runtime: connections, handshakes,
+    /// watchers. For leak checks in tests and diagnostics.
+    pub fn alive_tasks(&self) -> usize {
+        self.core.handle.metrics().num_alive_tasks()
+    }
+
+    /// The full names (`idx-name`) of the active plugins, in invocation order.
+    pub fn plugins(&self) -> Vec<String> {
+        self.core
+            .snapshot()
+            .iter()
+            .filter(|p| !p.is_closed())
+            .map(|p| p.name.clone())
+            .collect()
+    }
+
+    pub async fn run_pod_sandbox(&self, req: RunPodSandboxRequest) -> Result<(), Error> {
+        self.relay_all(req).await
+    }
+
+    /// Plugins can only observe this event; the response is always empty.
+    pub async fn update_pod_sandbox(
+        &self,
+        req: UpdatePodSandboxRequest,
+    ) -> Result<UpdatePodSandboxResponse, Error> {
+        self.relay_all(req).await?;
+        Ok(UpdatePodSandboxResponse::default())
+    }
+
+    pub async fn post_update_pod_sandbox(
+        &self,
+        req: PostUpdatePodSandboxRequest,
+    ) -> Result<(), Error> {
+        self.relay_all(req).await
+    }
+
+    pub async fn stop_pod_sandbox(&self, req: StopPodSandboxRequest) -> Result<(), Error> {
+        self.relay_all(req).await
+    }
+
+    pub async fn remove_pod_sandbox(&self, req: RemovePodSandboxRequest) -> Result<(), Error> {
+        self.relay_all(req).await
+    }
+
+    /// Collects the plugins' adjustments of the new container and their
+    /// updates of other containers, merged, then has validators vet them.
+    pub async fn create_container(
+        &self,
+        req: CreateContainerRequest,
+    ) -> Result<CreateContainerResponse, Error> {
+        let core = Arc::clone(&self.core);
+        self.on_event(events::create_container(core, req)).await
+    }
+
+    pub async fn post_create_container(
+        &self,
+        req: PostCreateContainerRequest,
+    ) -> Result<(), Error> {
+        self.relay_all(req).await
+    }
+
+    pub async fn start_container(&self, req: StartContainerRequest) -> Result<(), Error> {
+        self.relay_all(req).await
+    }
+
+    pub async fn post_start_container(&self, req: PostStartContainerRequest) -> Result<(), Error> {
+        self.relay_all(req).await
+    }
+
+    /// Collects the plugins' updates; the target container's merged update
+    /// comes last (an empty `ContainerUpdate` if no plugin changed it,
+    /// where upstream has a nil entry).
+    pub async fn update_container(
+        &self,
+        req: UpdateContainerRequest,
+    ) -> Result<UpdateContainerResponse, Error> {
+        let core = Arc::clone(&self.core);
+        self.on_event(events::update_container(core, req)).await
+    }
+
+    pub async fn post_update_container(
+        &self,
+        req: PostUpdateContainerRequest,
+    ) -> Result<(), Error> {
+        self.relay_all(req).await
+    }
+
+    /// Collects the plugins' updates of other containers.
+    pub async fn stop_container(
+        &self,
+        req: StopContainerRequest,
+    ) -> Result<StopContainerResponse, Error> {
+        let core = Arc::clone(&self.core);
+        self.on_event(events::stop_container(core, req)).await
+    }
+
+    pub async fn remove_container(&self, req: RemoveContainerRequest) -> Result<(), Error> {
+        self.relay_all(req).await
+    }
+
+    async fn relay_all<C: call::Call>(&self, req: C) -> Result<(), Error> {
+        let core = Arc::clone(&self.core);
+        self.on_event(events::relay_all(core, req)).await
+    }
+}
+
+impl Drop for Adaptation {
+    fn drop(&mut self) {
+        self.shut_down();
+    }
+}
+
+fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string())
+}

@@ -1,0 +1,148 @@
+//! What the runtime plugs into the adaptation: its state synchronization and
+//! container update functions, a metrics sink and a deprecation recorder.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use super::sync::{EncodedState, SyncTargets};
+use super::{BoxError, Error};
+use nri_api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
+
+/// The runtime's state synchronization (upstream `SyncFn`).
+///
+/// Called when plugins need the runtime's state: once in
+/// [`Adaptation::start`](super::Adaptation::start) for all pre-installed
+/// plugins, then once per plugin that connects later. The runtime must hold
+/// its own lock, snapshot its pods and containers, call [`SyncCb::call`],
+/// apply the updates it returns, and return an error to reject the
+/// plugin(s). It must not call the adaptation's event methods meanwhile.
+pub trait SyncFn: Send + Sync + 'static {
+    fn sync(&self, cb: SyncCb) -> BoxFuture<'static, Result<(), BoxError>>;
+}
+
+impl<F, Fut> SyncFn for F
+where
+    F: Fn(SyncCb) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+{
+    fn sync(&self, cb: SyncCb) -> BoxFuture<'static, Result<(), BoxError>> {
+        Box::pin(self(cb))
+    }
+}
+
+/// The runtime's handler of unsolicited container updates requested by
+/// plugins (upstream `UpdateFn`). Returns the updates that failed.
+pub trait UpdateFn: Send + Sync + 'static {
+    fn update(
+        &self,
+        updates: Vec<ContainerUpdate>,
+    ) -> BoxFuture<'static, Result<Vec<ContainerUpdate>, BoxError>>;
+}
+
+impl<F, Fut> UpdateFn for F
+where
+    F: Fn(Vec<ContainerUpdate>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Vec<ContainerUpdate>, BoxError>> + Send + 'static,
+{
+    fn update(
+        &self,
+        updates: Vec<ContainerUpdate>,
+    ) -> BoxFuture<'static, Result<Vec<ContainerUpdate>, BoxError>> {
+        Box::pin(self(updates))
+    }
+}
+
+/// Hands the runtime's state to the plugin(s) being synchronized (upstream
+/// `SyncCB`). Cheap to clone; usable from any thread.
+#[derive(Clone)]
+pub struct SyncCb {
+    targets: Arc<SyncTargets>,
+    timeout: Duration,
+}
+
+impl SyncCb {
+    pub(crate) fn new(targets: SyncTargets, timeout: Duration) -> SyncCb {
+        SyncCb {
+            targets: Arc::new(targets),
+            timeout,
+        }
+    }
+
+    /// Synchronizes the plugin(s) with these pods and containers and returns
+    /// the container updates they asked for, for the runtime to apply.
+    pub async fn call(
+        &self,
+        pods: Vec<PodSandbox>,
+        containers: Vec<Container>,
+    ) -> Result<Vec<ContainerUpdate>, Error> {
+        let (pods, containers) = EncodedState::encode(&pods, &containers).map_err(|e| {
+            Error::Runtime(format!("cannot encode the runtime's state: {e}").into())
+        })?;
+        self.call_encoded(&EncodedState::new(&pods, &containers))
+            .await
+    }
+
+    /// As [`call`](Self::call), with the state already encoded: how the C
+    /// ABI hands it over, so that it is forwarded without being decoded.
+    pub async fn call_encoded(
+        &self,
+        state: &EncodedState<'_>,
+    ) -> Result<Vec<ContainerUpdate>, Error> {
+        self.targets.synchronize(state, self.timeout).await
+    }
+}
+
+impl std::fmt::Debug for SyncCb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SyncCb")
+    }
+}
+
+/// Plugin metrics (upstream `Metrics`). `plugin` is the full `idx-name`,
+/// `op` the event's pretty name or `Synchronize`. Called from the
+/// adaptation's thread while events are dispatched: keep it quick.
+pub trait Metrics: Send + Sync + 'static {
+    /// Every relayed call, failed ones included; not unsubscribed events.
+    fn record_plugin_invocation(&self, _plugin: &str, _op: &str, _err: Option<&Error>) {}
+    fn record_plugin_latency(&self, _plugin: &str, _op: &str, _latency: Duration) {}
+    fn record_plugin_adjustments(
+        &self,
+        _plugin: &str,
+        _op: &str,
+        _adjust: Option<&ContainerAdjustment>,
+        _updates: usize,
+        _evicts: usize,
+    ) {
+    }
+    /// The number of active plugins, after every event and registration.
+    fn update_plugin_count(&self, _count: usize) {}
+}
+
+/// The default metrics sink: records nothing.
+pub(crate) struct NoMetrics;
+impl Metrics for NoMetrics {}
+
+/// A deprecated NRI feature a plugin still uses (upstream `Deprecation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum Deprecation {
+    /// The plugin has no dedicated RPC for an event and gets `StateChange`.
+    StateChange = 1,
+}
+
+impl std::fmt::Display for Deprecation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Deprecation::StateChange => f.write_str("deprecated StateChange"),
+        }
+    }
+}
+
+/// Told about plugins using deprecated features (upstream
+/// `DeprecationRecorder`), once per plugin, feature and event.
+pub trait DeprecationRecorder: Send + Sync + 'static {
+    fn plugin_warning(&self, deprecation: Deprecation, plugin: &str, details: &str);
+}

@@ -1,0 +1,233 @@
+//! Bringing up a ttrpc plugin on a fresh connection: the trunk mux, both
+//! ttrpc sessions, the registration handshake and Configure.
+//!
+//! Unlike upstream, a connection that fails any step is closed at once, a
+//! plugin may register only once, and only a registered plugin
+//! may call `UpdateContainers`.
+
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use async_trait::async_trait;
+use log::{info, warn};
+use tokio::net::UnixStream;
+use tokio::sync::{oneshot, Semaphore};
+
+use super::plugin::{Origin, Plugin, Transport};
+use super::replies::Replies;
+use super::{Core, Error};
+use nri_api::mux::{self, Mux};
+use nri_api::{self as api, ttrpc::PluginClient};
+
+/// Most unsolicited update requests one plugin may have in flight; more are
+/// refused at once rather than queued without bound.
+const MAX_UPDATE_REQUESTS_IN_FLIGHT: usize = 4;
+
+/// How long a plugin whose registration was refused may keep the connection
+/// to read the error.
+const REJECTION_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// What the adaptation already knows about a plugin it launched.
+pub(crate) struct Launched {
+    pub(crate) idx: String,
+    pub(crate) base: String,
+    pub(crate) config: String,
+    pub(crate) child: tokio::process::Child,
+}
+
+/// Registration as reported by the plugin: (name, idx).
+type Registration = Result<(String, String), String>;
+
+/// Per-connection state of the Runtime service the plugin calls.
+struct RuntimeService {
+    core: Weak<Core>,
+    /// Launched plugins are named by their file; anything they send is accepted.
+    check_identity: bool,
+    registered: Mutex<Option<oneshot::Sender<Registration>>>,
+    /// Set once the plugin has registered: only then may it call UpdateContainers.
+    plugin: OnceLock<Weak<Plugin>>,
+    updates_in_flight: Semaphore,
+}
+
+fn status(code: ttrpc::Code, msg: impl Into<String>) -> ttrpc::Error {
+    ttrpc::Error::RpcStatus(ttrpc::get_status(code, msg.into()))
+}
+
+#[async_trait]
+impl api::ttrpc::Runtime for RuntimeService {
+    async fn register_plugin(
+        &self,
+        _ctx: &ttrpc::r#async::TtrpcContext,
+        req: api::RegisterPluginRequest,
+    ) -> ttrpc::Result<api::Empty> {
+        let Some(tx) = self
+            .registered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        else {
+            return Err(status(
+                ttrpc::Code::FAILED_PRECONDITION,
+                "plugin already registered",
+            ));
+        };
+        let version = if req.NRI_version.is_empty() {
+            "unknown"
+        } else {
+            &req.NRI_version
+        };
+        info!(
+            "plugin {}-{} registering, NRI version {version}",
+            req.plugin_idx, req.plugin_name
+        );
+        if self.check_identity {
+            let checked = api::check_plugin_name(&req.plugin_name)
+                .map_err(|e| format!("invalid plugin name: {e}"))
+                .and_then(|()| {
+                    api::check_plugin_index(&req.plugin_idx)
+                        .map_err(|e| format!("invalid plugin index: {e}"))
+                });
+            if let Err(msg) = checked {
+                let _ = tx.send(Err(msg.clone()));
+                return Err(status(ttrpc::Code::INVALID_ARGUMENT, msg));
+            }
+        }
+        let _ = tx.send(Ok((req.plugin_name, req.plugin_idx)));
+        Ok(api::Empty::default())
+    }
+
+    async fn update_containers(
+        &self,
+        _ctx: &ttrpc::r#async::TtrpcContext,
+        req: api::UpdateContainersRequest,
+    ) -> ttrpc::Result<api::UpdateContainersResponse> {
+        let plugin = self.plugin.get().and_then(Weak::upgrade);
+        let (Some(plugin), Some(core)) = (plugin, self.core.upgrade()) else {
+            return Err(status(
+                ttrpc::Code::PERMISSION_DENIED,
+                "plugin is not registered",
+            ));
+        };
+        if plugin.is_closed() {
+            return Err(status(ttrpc::Code::UNAVAILABLE, "plugin is closed"));
+        }
+        let Ok(_permit) = self.updates_in_flight.try_acquire() else {
+            return Err(status(
+                ttrpc::Code::RESOURCE_EXHAUSTED,
+                "too many unsolicited update requests in flight",
+            ));
+        };
+        // Evictions are ignored, as upstream does.
+        match core.update_fn.update(req.update).await {
+            Ok(failed) => Ok(api::UpdateContainersResponse {
+                failed,
+                ..Default::default()
+            }),
+            Err(e) => Err(status(ttrpc::Code::UNKNOWN, e.to_string())),
+        }
+    }
+}
+
+/// Runs the handshake on `stream`. On any failure the connection is closed
+/// and a launched process killed before returning.
+pub(crate) async fn connect(
+    core: Arc<Core>,
+    stream: UnixStream,
+    launched: Option<Launched>,
+) -> Result<Arc<Plugin>, Error> {
+    let pid = stream.peer_cred().ok().and_then(|c| c.pid());
+    let origin = if launched.is_some() {
+        Origin::Launched
+    } else {
+        Origin::External
+    };
+    let mux = Mux::new(stream, mux::Options::default().blocked_read(true));
+    let setup = |e: &dyn std::fmt::Display| Error::Start(format!("plugin connection setup: {e}"));
+
+    let raw = ttrpc::r#async::Client::new(ttrpc::r#async::transport::Socket::new(
+        mux.open(mux::PLUGIN_SERVICE_CONN).map_err(|e| setup(&e))?,
+    ));
+    let client = PluginClient::new(raw.clone());
+    let (registered_tx, registered_rx) = oneshot::channel();
+    let service = Arc::new(RuntimeService {
+        core: Arc::downgrade(&core),
+        check_identity: launched.is_none(),
+        registered: Mutex::new(Some(registered_tx)),
+        plugin: OnceLock::new(),
+        updates_in_flight: Semaphore::new(MAX_UPDATE_REQUESTS_IN_FLIGHT),
+    });
+    let runtime_conn = Replies::new(
+        mux.open(mux::RUNTIME_SERVICE_CONN).map_err(|e| setup(&e))?,
+        mux.clone(),
+        core.request_timeout(),
+        pid.map_or_else(|| "(unknown pid)".to_string(), |pid| format!("[{pid}]")),
+    );
+    let mut server = ttrpc::r#async::Server::new()
+        .add_listener(runtime_conn.into_ttrpc_listener())
+        .register_service(api::ttrpc::create_runtime(service.clone()));
+    server.start().await.map_err(|e| setup(&e))?;
+    mux.unblock();
+
+    let timeout = core.registration_timeout();
+    let registration = tokio::select! {
+        r = registered_rx => r.unwrap_or_else(|_| Err("registration dropped".to_string())),
+        _ = mux.closed() => Err("connection closed".to_string()),
+        _ = tokio::time::sleep(timeout) => Err("plugin registration timed out".to_string()),
+    };
+    let (base, idx, config, child) = match (registration, launched) {
+        (Ok((name, idx)), None) => (name, idx, String::new(), None),
+        (Ok(_), Some(l)) => (l.base, l.idx, l.config, Some(l.child)),
+        (Err(reason), launched) => {
+            // Let a rejected plugin read why before the connection goes;
+            // it normally hangs up itself right away.
+            let _ = server.shutdown().await;
+            let _ = tokio::time::timeout(REJECTION_GRACE, mux.closed()).await;
+            if let Some(mut l) = launched {
+                let _ = l.child.kill().await;
+            }
+            return Err(Error::Start(format!("failed to register plugin: {reason}")));
+        }
+    };
+
+    let plugin = Arc::new(Plugin::new(
+        base,
+        idx,
+        origin,
+        pid,
+        config,
+        Transport::Ttrpc {
+            client,
+            raw,
+            mux: mux.clone(),
+            server: Mutex::new(Some(server)),
+            child: Mutex::new(child),
+        },
+        core.clone(),
+    ));
+    watch_connection(&core, &plugin, mux);
+    // Registered: from now on the plugin may ask for updates. Not later: a
+    // stub may do so as soon as it has answered Synchronize, before the
+    // runtime's sync callback has returned.
+    let _ = service.plugin.set(Arc::downgrade(&plugin));
+    if let Err(e) = plugin.configure().await {
+        warn!("plugin {}: {e}", plugin.qualified_name());
+        plugin.close();
+        return Err(e);
+    }
+    Ok(plugin)
+}
+
+/// Marks the plugin closed as soon as its connection goes away, so the next
+/// event skips it instead of waiting for a timeout.
+fn watch_connection(core: &Core, plugin: &Arc<Plugin>, mux: Mux) {
+    let weak = Arc::downgrade(plugin);
+    core.spawn(async move {
+        let reason = mux.closed().await;
+        if let Some(plugin) = weak.upgrade() {
+            match reason {
+                Some(e) => info!("plugin {} disconnected: {e}", plugin.qualified_name()),
+                None => info!("plugin {} disconnected", plugin.qualified_name()),
+            }
+            plugin.close();
+        }
+    });
+}

@@ -1,0 +1,142 @@
+//! The event flows: relay in index order, merge, validate. Each runs on the
+//! adaptation's runtime under the event lock; plugins dropped on the way are
+//! pruned at the end, whatever the outcome.
+
+use std::sync::Arc;
+
+use super::call::Call;
+use super::plugin::Plugin;
+use super::result::{CreateResult, StopResult, UpdateResult};
+use super::{Core, Error};
+use nri_api::*;
+
+/// Prunes closed plugins when the event ends, however it ends.
+struct PruneOnExit<'a>(&'a Core);
+
+impl Drop for PruneOnExit<'_> {
+    fn drop(&mut self) {
+        self.0.prune_closed();
+    }
+}
+
+pub(crate) async fn relay_all<C: Call>(core: Arc<Core>, req: C) -> Result<(), Error> {
+    let _serialized = core.serialize_event().await?;
+    let _prune = PruneOnExit(&core);
+    for p in core.snapshot() {
+        p.relay(&req).await?;
+    }
+    Ok(())
+}
+
+pub(crate) async fn create_container(
+    core: Arc<Core>,
+    mut req: CreateContainerRequest,
+) -> Result<CreateContainerResponse, Error> {
+    let _serialized = core.serialize_event().await?;
+    let _prune = PruneOnExit(&core);
+    let plugins = core.snapshot();
+    let validators: Vec<Arc<Plugin>> = plugins
+        .iter()
+        .filter(|p| p.is_validator())
+        .cloned()
+        .collect();
+
+    let mut result = CreateResult::new(&mut req);
+    // The pristine (normalized) container, before any plugin touches it.
+    let validate = (!validators.is_empty()).then(|| ValidateContainerAdjustmentRequest {
+        pod: req.pod.clone(),
+        container: req.container.clone(),
+        ..Default::default()
+    });
+    for p in &plugins {
+        let Some(rpl) = p.relay(&req).await? else {
+            continue;
+        };
+        core.metrics.record_plugin_adjustments(
+            &p.name,
+            CreateContainerRequest::EVENT.pretty_name(),
+            rpl.adjust.as_ref(),
+            rpl.update.len(),
+            rpl.evict.len(),
+        );
+        result
+            .apply(&mut req, &p.name, rpl)
+            .map_err(|e| Error::Merge(e.to_string()))?;
+    }
+
+    let Some(mut validate) = validate else {
+        return Ok(result.into_response());
+    };
+    // Every plugin taking part, subscribed or not, in invocation order; but
+    // not one that has gone (even during this event), so that a required
+    // plugin that is gone never lets a container through. Upstream lists
+    // the plugins it was about to call, gone ones included.
+    validate.plugins = plugins
+        .iter()
+        .filter(|p| !p.is_closed())
+        .map(|p| PluginInstance {
+            name: p.base.clone(),
+            index: p.idx.clone(),
+            ..Default::default()
+        })
+        .collect();
+    let rpl = result.response();
+    validate.adjust = rpl.adjust.clone();
+    validate.update = rpl.update.clone();
+    validate.owners = protobuf::MessageField::some(result.owners().clone());
+    let validate = &validate;
+    // Validators run concurrently; the first failure in plugin order wins.
+    let verdicts = futures::future::join_all(validators.iter().map(|v| v.validate(validate))).await;
+    verdicts.into_iter().collect::<Result<Vec<()>, Error>>()?;
+    Ok(result.into_response())
+}
+
+pub(crate) async fn update_container(
+    core: Arc<Core>,
+    mut req: UpdateContainerRequest,
+) -> Result<UpdateContainerResponse, Error> {
+    let _serialized = core.serialize_event().await?;
+    let _prune = PruneOnExit(&core);
+    let mut result = UpdateResult::new(&mut req);
+    for p in core.snapshot() {
+        let Some(rpl) = p.relay(&req).await? else {
+            continue;
+        };
+        core.metrics.record_plugin_adjustments(
+            &p.name,
+            UpdateContainerRequest::EVENT.pretty_name(),
+            None,
+            rpl.update.len(),
+            rpl.evict.len(),
+        );
+        result
+            .apply(&mut req, &p.name, rpl)
+            .map_err(|e| Error::Merge(e.to_string()))?;
+    }
+    Ok(result.into_response())
+}
+
+pub(crate) async fn stop_container(
+    core: Arc<Core>,
+    req: StopContainerRequest,
+) -> Result<StopContainerResponse, Error> {
+    let _serialized = core.serialize_event().await?;
+    let _prune = PruneOnExit(&core);
+    let mut result = StopResult::new();
+    for p in core.snapshot() {
+        let Some(rpl) = p.relay(&req).await? else {
+            continue;
+        };
+        core.metrics.record_plugin_adjustments(
+            &p.name,
+            StopContainerRequest::EVENT.pretty_name(),
+            None,
+            rpl.update.len(),
+            0,
+        );
+        result
+            .apply(&p.name, rpl)
+            .map_err(|e| Error::Merge(e.to_string()))?;
+    }
+    Ok(result.into_response())
+}

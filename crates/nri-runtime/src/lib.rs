@@ -1,0 +1,69 @@
+//! The runtime side of NRI (upstream `pkg/adaptation`): launches and accepts
+//! plugins, relays pod and container events to them in index order, merges
+//! their adjustments and updates, and has validators vet the result.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), nri_runtime::Error> {
+//! use nri_runtime::{Adaptation, BoxError, Options, SyncCb};
+//! use nri_api::ContainerUpdate;
+//!
+//! let nri = Adaptation::new(
+//!     "my-runtime",
+//!     "v1.0",
+//!     |cb: SyncCb| async move {
+//!         // Snapshot pods and containers under the runtime's lock...
+//!         let updates = cb.call(vec![], vec![]).await?;
+//!         // ...and apply `updates`.
+//!         Ok::<_, BoxError>(())
+//!     },
+//!     |updates: Vec<ContainerUpdate>| async move {
+//!         // Apply unsolicited updates; return those that failed.
+//!         Ok::<_, BoxError>(Vec::new())
+//!     },
+//!     Options::default().socket_path("/tmp/nri.sock"),
+//! )?;
+//! nri.start().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Threading: all plugin I/O runs on one tokio runtime, by default a
+//! current-thread runtime on a thread of its own (a ttrpc round trip is
+//! several times cheaper there than on a multi-thread runtime on small
+//! machines; see docs/ARCHITECTURE.md). The event methods can be awaited
+//! from any runtime and are serialized, as upstream's are.
+
+/// The protocol crate, re-exported: the runtime's API speaks its types.
+pub use nri_api as api;
+/// The default validator, re-exported for [`Options::default_validator`].
+pub use nri_validator as validator;
+
+mod activate;
+mod adaptation;
+mod builtin;
+mod call;
+mod callbacks;
+mod connect;
+mod error;
+mod launch;
+mod listener;
+mod options;
+mod plugin;
+mod replies;
+pub(crate) mod result;
+mod shared;
+mod sync;
+mod thread;
+
+pub use adaptation::Adaptation;
+pub use builtin::{BuiltinHandlers, BuiltinPlugin};
+pub use callbacks::{Deprecation, DeprecationRecorder, Metrics, SyncCb, SyncFn, UpdateFn};
+pub use error::{BoxError, Error};
+pub use options::{
+    set_plugin_registration_timeout, set_plugin_request_timeout, Options,
+    DEFAULT_PLUGIN_CONFIG_PATH, DEFAULT_PLUGIN_PATH, DEFAULT_SOCKET_PATH, NRI_VERSION,
+};
+pub use sync::{EncodedState, PluginSyncBlock};
+
+pub(crate) use shared::Core;
+
+mod events;

@@ -1,0 +1,149 @@
+//! How an adaptation is configured: [`Options`], the defaults, and the
+//! process-wide timeouts upstream lets a runtime set before `New`.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nri_api::*;
+
+use crate::{BuiltinPlugin, DeprecationRecorder, Metrics};
+
+/// Where pre-installed plugins are looked for.
+pub const DEFAULT_PLUGIN_PATH: &str = "/opt/nri/plugins";
+/// Where their configuration drop-ins are looked for.
+pub const DEFAULT_PLUGIN_CONFIG_PATH: &str = "/etc/nri/conf.d";
+/// The socket external plugins connect to.
+pub const DEFAULT_SOCKET_PATH: &str = nri_api::DEFAULT_SOCKET_PATH;
+/// The NRI version this adaptation implements, sent to plugins in Configure.
+pub const NRI_VERSION: &str = "v0.12.2";
+
+pub(crate) static REGISTRATION_TIMEOUT_MS: AtomicU64 =
+    AtomicU64::new(DEFAULT_REGISTRATION_TIMEOUT.as_millis() as u64);
+pub(crate) static REQUEST_TIMEOUT_MS: AtomicU64 =
+    AtomicU64::new(DEFAULT_REQUEST_TIMEOUT.as_millis() as u64);
+
+/// Sets the process-wide plugin registration timeout (upstream
+/// `SetPluginRegistrationTimeout`); adaptations without their own
+/// [`Options::registration_timeout`] use it from then on.
+pub fn set_plugin_registration_timeout(t: Duration) {
+    REGISTRATION_TIMEOUT_MS.store(t.as_millis() as u64, Ordering::Relaxed);
+}
+
+/// Sets the process-wide plugin request timeout (upstream
+/// `SetPluginRequestTimeout`).
+pub fn set_plugin_request_timeout(t: Duration) {
+    REQUEST_TIMEOUT_MS.store(t.as_millis() as u64, Ordering::Relaxed);
+}
+
+/// Options of an [`Adaptation`], with upstream's defaults.
+pub struct Options {
+    pub(crate) plugin_path: PathBuf,
+    pub(crate) plugin_config_path: PathBuf,
+    pub(crate) socket_path: PathBuf,
+    pub(crate) external_connections: bool,
+    pub(crate) builtin: Vec<BuiltinPlugin>,
+    pub(crate) metrics: Option<Arc<dyn Metrics>>,
+    pub(crate) deprecation: Option<Arc<dyn DeprecationRecorder>>,
+    pub(crate) registration_timeout: Option<Duration>,
+    pub(crate) request_timeout: Option<Duration>,
+    pub(crate) max_pending_connections: usize,
+    pub(crate) runtime: Option<tokio::runtime::Handle>,
+    pub(crate) nri_version: Option<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            plugin_path: DEFAULT_PLUGIN_PATH.into(),
+            plugin_config_path: DEFAULT_PLUGIN_CONFIG_PATH.into(),
+            socket_path: DEFAULT_SOCKET_PATH.into(),
+            external_connections: true,
+            builtin: Vec::new(),
+            metrics: None,
+            deprecation: None,
+            registration_timeout: None,
+            request_timeout: None,
+            max_pending_connections: 1024,
+            runtime: None,
+            nri_version: None,
+        }
+    }
+}
+
+impl Options {
+    /// The directory of pre-installed plugins (`WithPluginPath`).
+    pub fn plugin_path(mut self, p: impl Into<PathBuf>) -> Self {
+        self.plugin_path = p.into();
+        self
+    }
+    /// The directory of configuration drop-ins (`WithPluginConfigPath`).
+    pub fn plugin_config_path(mut self, p: impl Into<PathBuf>) -> Self {
+        self.plugin_config_path = p.into();
+        self
+    }
+    /// The socket for external plugins (`WithSocketPath`).
+    pub fn socket_path(mut self, p: impl Into<PathBuf>) -> Self {
+        self.socket_path = p.into();
+        self
+    }
+    /// Accept no external plugins (`WithDisabledExternalConnections`).
+    pub fn disable_external_connections(mut self) -> Self {
+        self.external_connections = false;
+        self
+    }
+    /// Adds builtin plugins (`WithBuiltinPlugins`).
+    pub fn builtin_plugins(mut self, plugins: impl IntoIterator<Item = BuiltinPlugin>) -> Self {
+        self.builtin.extend(plugins);
+        self
+    }
+    /// Enables the builtin default validator with this configuration
+    /// (`WithDefaultValidator`); nothing happens unless `cfg.enable`.
+    pub fn default_validator(mut self, cfg: nri_validator::DefaultValidatorConfig) -> Self {
+        if let Some(v) = crate::builtin::default_validator(cfg) {
+            self.builtin.insert(0, v);
+        }
+        self
+    }
+    /// Where plugin metrics go (`WithMetrics`).
+    pub fn metrics(mut self, m: Arc<dyn Metrics>) -> Self {
+        self.metrics = Some(m);
+        self
+    }
+    /// Who hears about deprecated plugin behaviour (`WithDeprecationRecorder`).
+    pub fn deprecation_recorder(mut self, d: Arc<dyn DeprecationRecorder>) -> Self {
+        self.deprecation = Some(d);
+        self
+    }
+    /// This adaptation's registration timeout, instead of the process-wide one.
+    pub fn registration_timeout(mut self, t: Duration) -> Self {
+        self.registration_timeout = Some(t);
+        self
+    }
+    /// This adaptation's request timeout, instead of the process-wide one.
+    pub fn request_timeout(mut self, t: Duration) -> Self {
+        self.request_timeout = Some(t);
+        self
+    }
+    /// Most external connections in the registration handshake at once;
+    /// more are closed at once (default 1024).
+    pub fn max_pending_connections(mut self, n: usize) -> Self {
+        self.max_pending_connections = n.max(1);
+        self
+    }
+    /// Run plugin I/O on this runtime instead of a dedicated thread.
+    pub fn runtime(mut self, handle: tokio::runtime::Handle) -> Self {
+        self.runtime = Some(handle);
+        self
+    }
+
+    /// The NRI version the runtime reports to plugins in `Configure`
+    /// (default: [`NRI_VERSION`], the release this crate implements). The Go
+    /// wrapper passes the version in its build info, as upstream reports;
+    /// upstream's tests set it with `WithTestNRIVersion`.
+    pub fn nri_version(mut self, v: impl Into<String>) -> Self {
+        self.nri_version = Some(v.into());
+        self
+    }
+}

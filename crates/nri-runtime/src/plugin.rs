@@ -1,0 +1,457 @@
+//! One plugin as the adaptation sees it: its identity, its transport (a ttrpc
+//! connection or builtin handlers), its subscription, and the relay of one
+//! request with timeout, metrics and upstream's error classification.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use log::{debug, info, warn};
+
+use super::builtin::BuiltinHandlers;
+use super::call::Call;
+use super::error::grpc_code_name;
+use super::{Core, Deprecation, Error};
+use nri_api::mux::Mux;
+use nri_api::ttrpc::PluginClient;
+use nri_api::{self as api, Event, EventMask};
+use protobuf::Message;
+
+/// Where a plugin came from; shown in logs as upstream does
+/// (`external:10-foo[1234]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    External,
+    Launched,
+    Builtin,
+}
+
+// One per plugin: boxing the larger variant would save nothing worth having.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Transport {
+    Ttrpc {
+        client: PluginClient,
+        /// The same connection, for requests sent already encoded.
+        raw: ttrpc::r#async::Client,
+        mux: Mux,
+        /// The Runtime service this plugin calls; shut down on close.
+        server: Mutex<Option<ttrpc::r#async::Server>>,
+        /// The plugin's process, if the adaptation launched it.
+        child: Mutex<Option<tokio::process::Child>>,
+    },
+    Builtin(Arc<dyn BuiltinHandlers>),
+}
+
+pub(crate) struct Plugin {
+    pub(crate) base: String,
+    pub(crate) idx: String,
+    /// `idx-base`: the name in ownership records, errors and metrics.
+    pub(crate) name: String,
+    pub(crate) origin: Origin,
+    pub(crate) pid: Option<i32>,
+    /// Drop-in configuration handed over in Configure.
+    pub(crate) config: String,
+    pub(crate) transport: Transport,
+    events: AtomicI32,
+    closed: AtomicBool,
+    /// Set once the plugin answered Unimplemented to a dedicated RPC that
+    /// has a StateChange form; sticky, as upstream.
+    state_change: AtomicBool,
+    warned: Mutex<HashSet<Event>>,
+    core: Arc<Core>,
+}
+
+impl Plugin {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        base: String,
+        idx: String,
+        origin: Origin,
+        pid: Option<i32>,
+        config: String,
+        transport: Transport,
+        core: Arc<Core>,
+    ) -> Plugin {
+        Plugin {
+            name: format!("{idx}-{base}"),
+            base,
+            idx,
+            origin,
+            pid,
+            config,
+            transport,
+            events: AtomicI32::new(0),
+            closed: AtomicBool::new(false),
+            state_change: AtomicBool::new(false),
+            warned: Mutex::new(HashSet::new()),
+            core,
+        }
+    }
+
+    /// The name used in logs: origin, full name and peer pid.
+    pub(crate) fn qualified_name(&self) -> String {
+        let origin = match self.origin {
+            Origin::External => "external",
+            Origin::Launched => "pre-connected",
+            Origin::Builtin => "builtin",
+        };
+        match self.pid {
+            Some(pid) => format!("{origin}:{}[{pid}]", self.name),
+            None => format!("{origin}:{}", self.name),
+        }
+    }
+
+    pub(crate) fn events(&self) -> EventMask {
+        EventMask::from_raw(self.events.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn is_validator(&self) -> bool {
+        self.events().is_set(Event::VALIDATE_CONTAINER_ADJUSTMENT)
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+            || match &self.transport {
+                Transport::Ttrpc { mux, .. } => mux.is_closed(),
+                Transport::Builtin(_) => false,
+            }
+    }
+
+    fn is_builtin(&self) -> bool {
+        matches!(self.transport, Transport::Builtin(_))
+    }
+
+    /// Closes the connection and kills a launched process. Idempotent and
+    /// non-blocking: teardown that may wait runs in the background.
+    pub(crate) fn close(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        if let Transport::Ttrpc {
+            mux, server, child, ..
+        } = &self.transport
+        {
+            mux.close();
+            let server = server.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let child = child.lock().unwrap_or_else(|e| e.into_inner()).take();
+            self.core.spawn(async move {
+                if let Some(mut server) = server {
+                    let _ = server.shutdown().await;
+                }
+                if let Some(mut child) = child {
+                    // Launched plugins get no graceful shutdown, as upstream.
+                    let _ = child.kill().await;
+                }
+            });
+        }
+    }
+
+    /// Sends Configure and records the subscription.
+    pub(crate) async fn configure(&self) -> Result<(), Error> {
+        let core = &self.core;
+        let req = api::ConfigureRequest {
+            config: self.config.clone(),
+            runtime_name: core.runtime_name.clone(),
+            runtime_version: core.runtime_version.clone(),
+            registration_timeout: millis(core.registration_timeout()),
+            request_timeout: millis(core.request_timeout()),
+            NRI_version: core.nri_version.clone(),
+            ..Default::default()
+        };
+        let timeout = core.request_timeout();
+        let rpl = match &self.transport {
+            Transport::Ttrpc { client, .. } => {
+                with_timeout(self, "Configure", timeout, async {
+                    client
+                        .configure(ttrpc::context::with_duration(timeout), &req)
+                        .await
+                        .map_err(|e| self.ttrpc_error("Configure", e))
+                })
+                .await
+            }
+            Transport::Builtin(h) => {
+                with_timeout(self, "Configure", timeout, async {
+                    let mut rpl = h.configure(req).await.map_err(|e| self.builtin_error(e))?;
+                    if rpl.events == 0 {
+                        rpl.events = h.implemented_events().raw();
+                    }
+                    Ok(rpl)
+                })
+                .await
+            }
+        }
+        .map_err(|e| Error::Start(format!("failed to configure plugin: {e}")))?;
+
+        let events = match EventMask::from_raw(rpl.events) {
+            m if m.is_empty() => EventMask::VALID,
+            m if m.invalid_bits() != 0 => {
+                return Err(Error::Start(format!(
+                    "failed to configure plugin: invalid plugin events: 0x{:x}",
+                    rpl.events
+                )))
+            }
+            m => m,
+        };
+        self.events.store(events.raw(), Ordering::Release);
+        info!(
+            "plugin {} subscribed to events {events}",
+            self.qualified_name()
+        );
+        Ok(())
+    }
+
+    /// Relays one event request. `Ok(None)`: the plugin is not subscribed,
+    /// already closed, or was dropped for a transport failure or timeout
+    /// (the event goes on without it). `Err`: the plugin failed the request.
+    pub(crate) async fn relay<C: Call>(&self, req: &C) -> Result<Option<C::Reply>, Error> {
+        if self.is_closed() || !self.events().is_set(C::EVENT) {
+            return Ok(None);
+        }
+        let op = C::EVENT.pretty_name();
+        match self.measured(op, self.invoke(req)).await {
+            Ok(rpl) => Ok(Some(rpl)),
+            Err(e) if self.drop_on(op, &e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Runs one plugin call, recording its latency and outcome.
+    async fn measured<T>(
+        &self,
+        op: &str,
+        call: impl std::future::Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        let started = Instant::now();
+        let res = call.await;
+        let metrics = &self.core.metrics;
+        metrics.record_plugin_latency(&self.name, op, started.elapsed());
+        metrics.record_plugin_invocation(&self.name, op, res.as_ref().err());
+        res
+    }
+
+    /// Closes the plugin if `e` is a transport failure or timeout (upstream's
+    /// fatal errors) and says whether it did. Builtin plugins have no
+    /// transport and are never dropped.
+    fn drop_on(&self, op: &str, e: &Error) -> bool {
+        if !e.is_fatal_for_plugin() || self.is_builtin() {
+            return false;
+        }
+        warn!(
+            "closing plugin {}, failed to handle {op} request: {e}",
+            self.qualified_name()
+        );
+        self.close();
+        true
+    }
+
+    async fn invoke<C: Call>(&self, req: &C) -> Result<C::Reply, Error> {
+        let op = C::EVENT.pretty_name();
+        let timeout = self.core.request_timeout();
+        let client = match &self.transport {
+            Transport::Builtin(h) => {
+                return with_timeout(self, op, timeout, async {
+                    req.via_builtin(Arc::clone(h))
+                        .await
+                        .map_err(|e| self.builtin_error(e))
+                })
+                .await;
+            }
+            Transport::Ttrpc { client, .. } => client,
+        };
+        if self.state_change.load(Ordering::Acquire) {
+            if let Some(event) = req.state_change() {
+                return self.send_state_change(client, event, timeout).await;
+            }
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        let res = with_timeout(self, op, timeout, async {
+            req.via_ttrpc(client, ttrpc::context::with_duration(timeout))
+                .await
+                .map_err(|e| self.ttrpc_error(op, e))
+        })
+        .await;
+        match (res, req.state_change()) {
+            (Err(Error::Plugin { code, .. }), Some(event)) if code == "Unimplemented" => {
+                info!(
+                    "plugin {} has no {op} RPC, falling back to StateChange",
+                    self.qualified_name()
+                );
+                self.state_change.store(true, Ordering::Release);
+                // Both calls are one request: one deadline, as upstream's.
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                self.send_state_change(client, event, left).await
+            }
+            (res, _) => res,
+        }
+    }
+
+    async fn send_state_change<R: Default>(
+        &self,
+        client: &PluginClient,
+        event: api::StateChangeEvent,
+        timeout: Duration,
+    ) -> Result<R, Error> {
+        let kind = event.event.enum_value_or_default();
+        let op = kind.pretty_name();
+        with_timeout(self, op, timeout, async {
+            client
+                .state_change(ttrpc::context::with_duration(timeout), &event)
+                .await
+                .map_err(|e| self.ttrpc_error(op, e))
+        })
+        .await?;
+        self.warn_deprecated(kind);
+        Ok(R::default())
+    }
+
+    fn warn_deprecated(&self, event: Event) {
+        let first = self
+            .warned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(event);
+        if !first {
+            return;
+        }
+        let details = format!(
+            "does not implement a dedicated {} RPC call",
+            event.pretty_name()
+        );
+        match &self.core.deprecation {
+            Some(rec) => rec.plugin_warning(Deprecation::StateChange, &self.name, &details),
+            None => {
+                warn!("plugin {} {details}", self.qualified_name());
+                warn!(
+                    "plugin {} should be updated to a newer NRI stub",
+                    self.qualified_name()
+                );
+            }
+        }
+    }
+
+    /// Asks a validator about the merged adjustment. Any failure fails the
+    /// creation; a transport failure also drops the plugin.
+    pub(crate) async fn validate(
+        &self,
+        req: &api::ValidateContainerAdjustmentRequest,
+    ) -> Result<(), Error> {
+        let op = Event::VALIDATE_CONTAINER_ADJUSTMENT.pretty_name();
+        match self.measured(op, self.invoke(req)).await {
+            Ok(rpl) if !rpl.reject => Ok(()),
+            Ok(rpl) => Err(Error::Rejected {
+                plugin: self.name.clone(),
+                reason: if rpl.reason.is_empty() {
+                    "unknown rejection reason".to_string()
+                } else {
+                    rpl.reason
+                },
+            }),
+            Err(e) => {
+                self.drop_on(op, &e);
+                Err(Error::ValidatorFailed {
+                    plugin: self.name.clone(),
+                    reason: e.to_string(),
+                })
+            }
+        }
+    }
+
+    /// Sends one Synchronize message, given encoded, within `deadline`.
+    /// Over ttrpc the bytes go out as they are; a builtin plugin gets them
+    /// decoded.
+    pub(crate) async fn send_synchronize(
+        &self,
+        msg: Vec<u8>,
+        deadline: tokio::time::Instant,
+    ) -> Result<api::SynchronizeResponse, Error> {
+        let op = super::sync::METHOD;
+        let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let call = with_timeout(self, op, timeout, async {
+            match &self.transport {
+                Transport::Ttrpc { raw, .. } => {
+                    let req = ttrpc::Request {
+                        service: super::sync::SERVICE.into(),
+                        method: op.into(),
+                        payload: msg,
+                        timeout_nano: ttrpc::context::with_duration(timeout).timeout_nano,
+                        ..Default::default()
+                    };
+                    // As the generated client does, with the same errors.
+                    let rsp = raw.request(req).await.and_then(|rsp| {
+                        api::SynchronizeResponse::parse_from_bytes(&rsp.payload)
+                            .map_err(|e| ttrpc::Error::Others(format!("Unpack get error {e}")))
+                    });
+                    rsp.map_err(|e| self.ttrpc_error(op, e))
+                }
+                Transport::Builtin(h) => {
+                    let req = api::SynchronizeRequest::parse_from_bytes(&msg)
+                        .map_err(|e| self.builtin_error(e.into()))?;
+                    h.synchronize(req).await.map_err(|e| self.builtin_error(e))
+                }
+            }
+        });
+        let res = self.measured(op, call).await;
+        if let Ok(rpl) = &res {
+            let updates = rpl.update.len();
+            self.core
+                .metrics
+                .record_plugin_adjustments(&self.name, op, None, updates, 0);
+        }
+        res
+    }
+
+    fn ttrpc_error(&self, op: &'static str, e: ttrpc::Error) -> Error {
+        match e {
+            ttrpc::Error::RpcStatus(status) => Error::Plugin {
+                plugin: self.name.clone(),
+                code: grpc_code_name(status.code.value()),
+                message: status.message,
+            },
+            other => Error::Transport {
+                plugin: self.name.clone(),
+                op,
+                reason: other.to_string(),
+            },
+        }
+    }
+
+    fn builtin_error(&self, e: super::BoxError) -> Error {
+        Error::Builtin {
+            plugin: self.name.clone(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl Drop for Plugin {
+    fn drop(&mut self) {
+        debug!("plugin {} released", self.qualified_name());
+        if let Transport::Ttrpc { mux, .. } = &self.transport {
+            mux.close();
+        }
+    }
+}
+
+/// Runs a plugin call under the request timeout. The deadline also bounds
+/// the write of the request: a plugin that stops reading costs one timeout.
+async fn with_timeout<T>(
+    plugin: &Plugin,
+    op: &'static str,
+    timeout: Duration,
+    call: impl std::future::Future<Output = Result<T, Error>>,
+) -> Result<T, Error> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(res) => res,
+        Err(_) => Err(Error::Timeout {
+            plugin: plugin.name.clone(),
+            op,
+            timeout,
+        }),
+    }
+}
+
+/// Upstream sends timeouts as whole milliseconds (`Duration.Milliseconds()`).
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}

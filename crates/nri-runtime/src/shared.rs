@@ -1,0 +1,170 @@
+//! [`Core`]: what the adaptation, its plugins and their connections share:
+//! the runtime's callbacks, the plugin list, the event and sync locks, and
+//! the word that says whether it runs and which events its plugins want.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use log::info;
+use nri_api::*;
+
+use crate::options::{REGISTRATION_TIMEOUT_MS, REQUEST_TIMEOUT_MS};
+use crate::plugin::Plugin;
+use crate::{sync, DeprecationRecorder, Error, Metrics, SyncFn, UpdateFn};
+
+/// State shared by the adaptation, its plugins and their connections.
+pub(crate) struct Core {
+    pub(crate) runtime_name: String,
+    pub(crate) runtime_version: String,
+    pub(crate) nri_version: String,
+    pub(crate) sync_fn: Box<dyn SyncFn>,
+    pub(crate) update_fn: Box<dyn UpdateFn>,
+    pub(crate) metrics: Arc<dyn Metrics>,
+    pub(crate) deprecation: Option<Arc<dyn DeprecationRecorder>>,
+    pub(crate) registration_timeout: Option<Duration>,
+    pub(crate) request_timeout: Option<Duration>,
+    pub(crate) handle: tokio::runtime::Handle,
+    /// Active plugins in invocation order.
+    pub(crate) plugins: Mutex<Vec<Arc<Plugin>>>,
+    /// Serializes events, as upstream's adaptation lock does. Only events
+    /// take it: registration, sync and unsolicited updates never wait for it.
+    pub(crate) events: tokio::sync::Mutex<()>,
+    /// Whether the adaptation is running, and the events some active plugin
+    /// subscribes to, in one word, so [`Core::wants`] sees both as they were
+    /// at one instant. Written only under the plugin list's lock.
+    ///
+    /// Running is between a successful `start` and `stop`. Events are
+    /// refused outside it, since builtin validators only exist while running
+    /// and an event let through without them would create an unvalidated
+    /// container. Checked under the event lock, which `stop` takes, so an
+    /// event either runs entirely before the plugins are closed or not at
+    /// all.
+    pub(crate) state: AtomicU64,
+    pub(crate) sync_lock: sync::SyncLock,
+}
+
+/// The bit of [`Core::state`] saying the adaptation is running; the low 32
+/// bits are an [`EventMask`].
+pub(crate) const RUNNING: u64 = 1 << 63;
+
+impl Core {
+    pub(crate) fn registration_timeout(&self) -> Duration {
+        self.registration_timeout.unwrap_or_else(|| {
+            Duration::from_millis(REGISTRATION_TIMEOUT_MS.load(Ordering::Relaxed))
+        })
+    }
+
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.request_timeout
+            .unwrap_or_else(|| Duration::from_millis(REQUEST_TIMEOUT_MS.load(Ordering::Relaxed)))
+    }
+
+    pub(crate) fn spawn<F>(&self, f: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.handle.spawn(f);
+    }
+
+    /// Takes the event lock for one event, if the adaptation is running.
+    pub(crate) async fn serialize_event(&self) -> Result<tokio::sync::MutexGuard<'_, ()>, Error> {
+        let guard = self.events.lock().await;
+        if !self.is_running() {
+            return Err(Error::NotRunning);
+        }
+        Ok(guard)
+    }
+
+    /// The active plugins, for one event.
+    pub(crate) fn snapshot(&self) -> Vec<Arc<Plugin>> {
+        self.lock_plugins().clone()
+    }
+
+    pub(crate) fn lock_plugins(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Plugin>>> {
+        self.plugins.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `event` would reach a plugin now. False only while running
+    /// with no plugin subscribed to it (for CreateContainer, no validator
+    /// either): the event's outcome is then known without running it, and
+    /// a caller may skip it, as upstream costs nothing without plugins. One
+    /// load of a word published with the plugin list, so running and the
+    /// subscriptions are seen as they were at one instant.
+    pub(crate) fn wants(&self, event: Event) -> bool {
+        let state = self.state.load(Ordering::Acquire);
+        let mask = EventMask::from_raw(state as u32 as i32);
+        state & RUNNING == 0
+            || !EventMask::VALID.is_set(event)
+            || mask.is_set(event)
+            || (event == Event::CREATE_CONTAINER
+                && mask.is_set(Event::VALIDATE_CONTAINER_ADJUSTMENT))
+    }
+
+    pub(crate) fn is_running(&self) -> bool {
+        self.state.load(Ordering::Acquire) & RUNNING != 0
+    }
+
+    /// Republishes [`Core::state`]; `plugins` is the locked list.
+    pub(crate) fn publish(&self, plugins: &[Arc<Plugin>], running: bool) {
+        let events = plugins
+            .iter()
+            .fold(0u32, |m, p| m | p.events().raw() as u32);
+        let running = if running { RUNNING } else { 0 };
+        self.state
+            .store(u64::from(events) | running, Ordering::Release);
+    }
+
+    /// Republishes the events after the locked list `plugins` changed.
+    pub(crate) fn publish_events(&self, plugins: &[Arc<Plugin>]) {
+        self.publish(plugins, self.is_running());
+    }
+
+    pub(crate) fn set_running(&self, running: bool) {
+        let plugins = self.lock_plugins();
+        self.publish(&plugins, running);
+    }
+
+    /// Adds plugins, keeping index order (stable: equal indices keep their
+    /// arrival order, which upstream leaves unspecified).
+    pub(crate) fn add_plugins(&self, new: impl IntoIterator<Item = Arc<Plugin>>) {
+        let count = {
+            let mut plugins = self.lock_plugins();
+            plugins.extend(new);
+            plugins.sort_by(|a, b| a.idx.cmp(&b.idx));
+            self.publish_events(&plugins);
+            plugins.len()
+        };
+        self.metrics.update_plugin_count(count);
+    }
+
+    /// Drops closed plugins; called after every event, as upstream does.
+    pub(crate) fn prune_closed(&self) {
+        let (closed, count) = {
+            let mut plugins = self.lock_plugins();
+            let (closed, open): (Vec<_>, Vec<_>) = plugins.drain(..).partition(|p| p.is_closed());
+            *plugins = open;
+            self.publish_events(&plugins);
+            (closed, plugins.len())
+        };
+        for p in closed {
+            info!("removing closed plugin {}", p.qualified_name());
+            p.close();
+        }
+        self.metrics.update_plugin_count(count);
+    }
+
+    pub(crate) fn close_all(&self) {
+        let plugins = {
+            let mut plugins = self.lock_plugins();
+            let all = std::mem::take(&mut *plugins);
+            self.publish_events(&plugins);
+            all
+        };
+        for p in plugins {
+            p.close();
+        }
+        self.metrics.update_plugin_count(0);
+    }
+}

@@ -1,0 +1,430 @@
+//! Synchronizing a plugin with the runtime's pods and containers, split into
+//! several messages when one would exceed the ttrpc message limit, and the
+//! runtime's lever to hold synchronization off (`BlockPluginSync`).
+
+use std::sync::Arc;
+
+use log::warn;
+use protobuf::rt::WireType;
+use protobuf::Message;
+use tokio::sync::{OwnedRwLockReadGuard, RwLock};
+
+use super::plugin::Plugin;
+use super::Error;
+use nri_api::{Container, ContainerUpdate, PodSandbox};
+
+/// The largest ttrpc request envelope a peer accepts (both Go and Rust ttrpc).
+pub(crate) const MAX_TTRPC_MESSAGE: usize = 4 << 20;
+
+/// Fewest objects per message worth splitting further (upstream's floor).
+const MIN_OBJECTS_PER_MESSAGE: usize = 8;
+
+pub(crate) const SERVICE: &str = "nri.pkg.api.v1alpha1.Plugin";
+pub(crate) const METHOD: &str = "Synchronize";
+
+/// Bytes of a length-delimited protobuf field holding `len` bytes.
+fn field_size(len: usize) -> usize {
+    1 + protobuf::rt::compute_raw_varint64_size(len as u64) as usize + len
+}
+
+/// The size of the ttrpc request envelope carrying a payload of `payload` bytes.
+fn envelope_size(payload: usize) -> usize {
+    // service, method, payload, and at most 11 bytes of timeout_nano.
+    field_size(SERVICE.len()) + field_size(METHOD.len()) + field_size(payload) + 11
+}
+
+// `SynchronizeRequest`'s fields: `repeated PodSandbox pods = 1`,
+// `repeated Container containers = 2`, `bool more = 3`.
+const PODS: u32 = 1;
+const CONTAINERS: u32 = 2;
+const MORE: u32 = 3;
+
+/// The runtime's state as plugins receive it: each pod and container as its
+/// encoded bytes. Synchronizing forwards these bytes into its messages and
+/// never decodes them, however many plugins are synchronized.
+#[derive(Default)]
+pub struct EncodedState<'a> {
+    pods: Vec<&'a [u8]>,
+    containers: Vec<&'a [u8]>,
+}
+
+impl<'a> EncodedState<'a> {
+    /// The objects of an encoded `SynchronizeRequest`, found by walking its
+    /// top-level fields only: how the C ABI receives the state. Its framing
+    /// is checked; the objects' contents are not (the plugins decode them).
+    /// `more` and unknown fields are dropped, as decoding would.
+    pub fn split(buf: &'a [u8]) -> protobuf::Result<Self> {
+        let mut state = EncodedState::default();
+        let mut is = protobuf::CodedInputStream::from_bytes(buf);
+        while let Some(tag) = is.read_raw_tag_or_eof()? {
+            let (field, wire_type) = match (tag >> 3, WireType::new(tag & 7)) {
+                (0, _) | (_, None) => return Err(malformed(format!("invalid tag {tag}"))),
+                (field, Some(wire_type)) => (field, wire_type),
+            };
+            let list = match field {
+                PODS => &mut state.pods,
+                CONTAINERS => &mut state.containers,
+                _ => {
+                    is.skip_field(wire_type)?;
+                    continue;
+                }
+            };
+            if wire_type != WireType::LengthDelimited {
+                return Err(malformed(format!("field {field} is not length-delimited")));
+            }
+            let len = is.read_raw_varint32()?;
+            let start = is.pos() as usize;
+            is.skip_raw_bytes(len)?;
+            list.push(&buf[start..start + len as usize]);
+        }
+        Ok(state)
+    }
+
+    /// The state of these objects, each encoded once (the Rust API's form).
+    pub(crate) fn encode(
+        pods: &[PodSandbox],
+        containers: &[Container],
+    ) -> protobuf::Result<(Vec<Vec<u8>>, Vec<Vec<u8>>)> {
+        fn each<M: Message>(objs: &[M]) -> protobuf::Result<Vec<Vec<u8>>> {
+            objs.iter().map(M::write_to_bytes).collect()
+        }
+        Ok((each(pods)?, each(containers)?))
+    }
+
+    pub(crate) fn new(pods: &'a [Vec<u8>], containers: &'a [Vec<u8>]) -> Self {
+        EncodedState {
+            pods: pods.iter().map(Vec::as_slice).collect(),
+            containers: containers.iter().map(Vec::as_slice).collect(),
+        }
+    }
+}
+
+fn malformed(what: String) -> protobuf::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, what).into()
+}
+
+/// The encoded `SynchronizeRequest` carrying these objects: byte for byte
+/// what encoding the decoded message would give.
+fn message(pods: &[&[u8]], containers: &[&[u8]], more: bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload_size(pods, containers, more));
+    for p in pods {
+        put_field(&mut out, PODS, p);
+    }
+    for c in containers {
+        put_field(&mut out, CONTAINERS, c);
+    }
+    if more {
+        out.extend([(MORE << 3) as u8, 1]);
+    }
+    out
+}
+
+/// Appends a length-delimited field (tag, varint length, bytes).
+fn put_field(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
+    out.push((field << 3 | 2) as u8);
+    let mut len = bytes.len() as u64;
+    while len >= 0x80 {
+        out.push(len as u8 | 0x80);
+        len >>= 7;
+    }
+    out.push(len as u8);
+    out.extend_from_slice(bytes);
+}
+
+/// The encoded size of a `SynchronizeRequest` holding these objects (field
+/// tags below 16: one byte each).
+fn payload_size(pods: &[&[u8]], containers: &[&[u8]], more: bool) -> usize {
+    pods.iter()
+        .chain(containers)
+        .map(|o| field_size(o.len()))
+        .sum::<usize>()
+        + if more { 2 } else { 0 }
+}
+
+/// Sends the state to `plugin` and returns the updates of its final reply.
+/// Everything goes in one message if it fits; otherwise in chunks whose
+/// size shrinks as upstream's does. One deadline covers all messages.
+pub(crate) async fn synchronize(
+    plugin: &Plugin,
+    state: &EncodedState<'_>,
+    timeout: std::time::Duration,
+) -> Result<Vec<ContainerUpdate>, Error> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let (mut pods, mut ctrs) = (&state.pods[..], &state.containers[..]);
+    let (mut pods_per_msg, mut ctrs_per_msg) = (pods.len(), ctrs.len());
+    loop {
+        // Shrinking truncates: a count of 0 would never send that kind of
+        // object and loop until the deadline (upstream does), so at least 1.
+        let np = pods_per_msg.max(1).min(pods.len());
+        let nc = ctrs_per_msg.max(1).min(ctrs.len());
+        let more = np < pods.len() || nc < ctrs.len();
+        let size = envelope_size(payload_size(&pods[..np], &ctrs[..nc], more));
+        if size > MAX_TTRPC_MESSAGE {
+            (pods_per_msg, ctrs_per_msg) = smaller_chunks(np, nc, size)?;
+            continue;
+        }
+        let msg = message(&pods[..np], &ctrs[..nc], more);
+        (pods, ctrs) = (&pods[np..], &ctrs[nc..]);
+        let rpl = plugin.send_synchronize(msg, deadline).await?;
+        if !more {
+            return Ok(rpl.update);
+        }
+        if !rpl.more || !rpl.update.is_empty() {
+            return Err(Error::Start(
+                "plugin does not handle split sync requests".to_string(),
+            ));
+        }
+    }
+}
+
+/// The plugins a [`SyncCb`](super::SyncCb) synchronizes, and how their
+/// failures count.
+pub(crate) enum SyncTargets {
+    /// A plugin that connected on its own: its failure is the sync's failure.
+    External(Arc<Plugin>),
+    /// The plugins started together: one that fails is closed, and the
+    /// others go on.
+    Started(Vec<Arc<Plugin>>),
+}
+
+impl SyncTargets {
+    pub(crate) async fn synchronize(
+        &self,
+        state: &EncodedState<'_>,
+        timeout: std::time::Duration,
+    ) -> Result<Vec<ContainerUpdate>, Error> {
+        let plugins = match self {
+            SyncTargets::External(p) => return synchronize(p, state, timeout).await,
+            SyncTargets::Started(plugins) => plugins,
+        };
+        let mut updates = Vec::new();
+        for p in plugins {
+            match synchronize(p, state, timeout).await {
+                Ok(u) => updates.extend(u),
+                Err(e) => {
+                    warn!("failed to synchronize plugin {}: {e}", p.qualified_name());
+                    p.close();
+                }
+            }
+        }
+        Ok(updates)
+    }
+}
+
+/// The next per-message counts after a message of `size` bytes carrying
+/// `pods` + `ctrs` objects was too large.
+fn smaller_chunks(pods: usize, ctrs: usize, size: usize) -> Result<(usize, usize), Error> {
+    if pods + ctrs <= MIN_OBJECTS_PER_MESSAGE {
+        return Err(Error::Start(
+            "failed to synchronize plugin with split messages".to_string(),
+        ));
+    }
+    let factor = (MAX_TTRPC_MESSAGE as f64 / size as f64).min(0.9);
+    let (p, c) = (
+        (pods as f64 * factor) as usize,
+        (ctrs as f64 * factor) as usize,
+    );
+    // Upstream then slices 4 pods even if fewer remain; the caller clamps.
+    Ok(if p + c < MIN_OBJECTS_PER_MESSAGE {
+        (4, 4)
+    } else {
+        (p, c)
+    })
+}
+
+/// The lock behind [`PluginSyncBlock`]: runtimes hold it shared across CRI
+/// operations; synchronizing a new plugin takes it exclusively.
+#[derive(Default)]
+pub(crate) struct SyncLock(Arc<RwLock<()>>);
+
+impl SyncLock {
+    pub(crate) async fn block(&self) -> PluginSyncBlock {
+        PluginSyncBlock(Some(Arc::clone(&self.0).read_owned().await))
+    }
+
+    pub(crate) fn block_blocking(&self) -> PluginSyncBlock {
+        PluginSyncBlock(Some(futures::executor::block_on(
+            Arc::clone(&self.0).read_owned(),
+        )))
+    }
+
+    pub(crate) async fn exclusive(&self) -> tokio::sync::OwnedRwLockWriteGuard<()> {
+        Arc::clone(&self.0).write_owned().await
+    }
+}
+
+/// Holds off the synchronization of newly connecting plugins until
+/// [`unblock`](Self::unblock)ed or dropped (upstream `PluginSyncBlock`).
+#[must_use = "dropping the block releases it at once"]
+pub struct PluginSyncBlock(Option<OwnedRwLockReadGuard<()>>);
+
+impl PluginSyncBlock {
+    /// Releases the block; later calls do nothing.
+    pub fn unblock(&mut self) {
+        self.0.take();
+    }
+}
+
+impl std::fmt::Debug for PluginSyncBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("PluginSyncBlock")
+            .field(&self.0.is_some())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nri_api::SynchronizeRequest;
+
+    #[test]
+    fn chunks_shrink_by_at_most_ninety_percent() {
+        assert_eq!(
+            smaller_chunks(100, 1000, 2 * MAX_TTRPC_MESSAGE).unwrap(),
+            (50, 500)
+        );
+        assert_eq!(
+            smaller_chunks(100, 1000, MAX_TTRPC_MESSAGE + 1).unwrap(),
+            (90, 900)
+        );
+    }
+
+    #[test]
+    fn chunks_never_go_below_four_and_four() {
+        assert_eq!(
+            smaller_chunks(2, 10, 100 * MAX_TTRPC_MESSAGE).unwrap(),
+            (4, 4)
+        );
+        let err = smaller_chunks(4, 4, 2 * MAX_TTRPC_MESSAGE).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "failed to synchronize plugin with split messages"
+        );
+    }
+
+    fn state() -> (Vec<PodSandbox>, Vec<Container>) {
+        let pods = (0..3)
+            .map(|i| PodSandbox {
+                id: format!("pod-{i}").repeat(40 * i + 1),
+                ..Default::default()
+            })
+            .collect();
+        let ctrs = (0..5)
+            .map(|i| Container {
+                id: "c".repeat(100 * i),
+                pod_sandbox_id: "pod-0".into(),
+                args: vec!["x".repeat(200); i],
+                ..Default::default()
+            })
+            .collect();
+        (pods, ctrs)
+    }
+
+    #[test]
+    fn a_message_is_what_encoding_the_request_gives() {
+        let (pods, ctrs) = state();
+        let (p, c) = EncodedState::encode(&pods, &ctrs).unwrap();
+        let st = EncodedState::new(&p, &c);
+        for more in [false, true] {
+            let want = SynchronizeRequest {
+                pods: pods.clone(),
+                containers: ctrs.clone(),
+                more,
+                ..Default::default()
+            }
+            .write_to_bytes()
+            .unwrap();
+            let got = message(&st.pods, &st.containers, more);
+            assert_eq!(got, want);
+            assert_eq!(payload_size(&st.pods, &st.containers, more), want.len());
+        }
+    }
+
+    #[test]
+    fn split_finds_every_object_without_decoding_it() {
+        let (pods, ctrs) = state();
+        let mut buf = SynchronizeRequest {
+            pods: pods.clone(),
+            containers: ctrs.clone(),
+            more: true,
+            ..Default::default()
+        }
+        .write_to_bytes()
+        .unwrap();
+        // An unknown varint field and an unknown length-delimited one.
+        buf.extend([9 << 3, 42, 10 << 3 | 2, 2, b'h', b'i']);
+        let st = EncodedState::split(&buf).unwrap();
+        assert_eq!((st.pods.len(), st.containers.len()), (3, 5));
+        let again = SynchronizeRequest::parse_from_bytes(&message(&st.pods, &st.containers, false))
+            .unwrap();
+        assert_eq!(again.pods, pods);
+        assert_eq!(again.containers, ctrs);
+        assert!(!again.more);
+        // Objects are slices of the caller's buffer, not copies.
+        let range = buf.as_ptr_range();
+        assert!(st
+            .pods
+            .iter()
+            .chain(&st.containers)
+            .all(|o| range.contains(&o.as_ptr())));
+    }
+
+    #[test]
+    fn split_refuses_broken_framing() {
+        let (pods, ctrs) = state();
+        let good = SynchronizeRequest {
+            pods,
+            containers: ctrs,
+            ..Default::default()
+        }
+        .write_to_bytes()
+        .unwrap();
+        for (what, bad) in [
+            ("truncated", good[..good.len() - 1].to_vec()),
+            ("length past the end", vec![PODS as u8 * 8 | 2, 100, 1, 2]),
+            ("pods as a varint", vec![PODS as u8 * 8, 1]),
+            ("field number 0", vec![2, 0]),
+            ("unterminated varint", vec![0xff; 11]),
+        ] {
+            assert!(EncodedState::split(&bad).is_err(), "{what} accepted");
+        }
+        assert!(EncodedState::split(&[]).unwrap().pods.is_empty());
+    }
+
+    #[test]
+    fn envelope_size_bounds_the_ttrpc_request() {
+        for n in [0, 100, 5000, 300_000] {
+            let req = ttrpc::Request {
+                service: SERVICE.into(),
+                method: METHOD.into(),
+                payload: vec![7; n],
+                timeout_nano: i64::MAX,
+                ..Default::default()
+            };
+            let len = req.write_to_bytes().unwrap().len();
+            assert!(len <= envelope_size(n), "{len} > {}", envelope_size(n));
+            assert!(len + 11 >= envelope_size(n));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sync_waits_for_blocks_and_new_blocks_wait_for_the_sync() {
+        let lock = SyncLock::default();
+        let mut block = lock.block().await;
+        let lock = Arc::new(lock);
+        let l2 = Arc::clone(&lock);
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        let sync = tokio::spawn(async move {
+            let _g = l2.exclusive().await;
+            tx.send(()).unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        });
+        tokio::task::yield_now().await;
+        assert!(rx.try_recv().is_err(), "sync ran while blocked");
+        block.unblock();
+        block.unblock();
+        sync.await.unwrap();
+        let _b = lock.block().await;
+    }
+}

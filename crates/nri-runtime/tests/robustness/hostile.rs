@@ -1,0 +1,537 @@
+//! One test per item of "Robust where upstream is not" (docs/COMPATIBILITY.md).
+
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+use nri_api::mux;
+use nri_api::{self as api, Event, EventMask};
+use nri_runtime::{BoxError, BuiltinHandlers, BuiltinPlugin, Options};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::common::*;
+use crate::peers::*;
+use crate::serial;
+
+const TIMEOUT: Duration = Duration::from_secs(2);
+
+async fn harness_with_good_plugin() -> (Harness, TestPlugin) {
+    let h = Harness::start().await;
+    h.nri.start().await.unwrap();
+    let good = good_plugin();
+    h.connect("good", "50", good.clone());
+    h.wait_plugins(1).await;
+    good_plugin_still_adjusts(&h, "warmup").await;
+    (h, good)
+}
+
+/// What a test must get back to once the hostile peer is gone.
+struct Baseline {
+    fds: usize,
+    tasks: usize,
+}
+
+impl Baseline {
+    fn take(h: &Harness) -> Baseline {
+        Baseline {
+            fds: open_fds(),
+            tasks: h.nri.alive_tasks(),
+        }
+    }
+
+    async fn restored(&self, h: &Harness) {
+        let (fds, tasks) = (Cell::new(0), Cell::new(0));
+        let back = eventually(PATIENCE, "fds and tasks back to baseline", || {
+            fds.set(open_fds());
+            tasks.set(h.nri.alive_tasks());
+            fds.get() <= self.fds && tasks.get() <= self.tasks
+        });
+        if tokio::time::timeout(TIMEOUT * 3, back).await.is_err() {
+            panic!(
+                "still {} fds and {} tasks, baseline {} and {}",
+                fds.get(),
+                tasks.get(),
+                self.fds,
+                self.tasks
+            );
+        }
+    }
+}
+
+/// Upstream accepts one connection at a time: 200 silent connections locked
+/// good plugins out for ~100 s. Here a good plugin registers at once.
+#[test]
+fn silent_connections_do_not_hold_up_good_plugins() {
+    serial(async {
+        let (h, _good) = harness_with_good_plugin().await;
+        let base = Baseline::take(&h);
+
+        let mut silent = Vec::new();
+        for _ in 0..200 {
+            silent.push(tokio::net::UnixStream::connect(&h.socket).await.unwrap());
+        }
+        let started = Instant::now();
+        let late = h.connect("late", "60", good_plugin());
+        h.wait_plugins(2).await;
+        assert!(
+            started.elapsed() < TIMEOUT,
+            "registered in {:?}, behind the silent connections",
+            started.elapsed()
+        );
+
+        // Every silent connection is closed by the runtime within one timeout.
+        for s in &mut silent {
+            let mut buf = [0u8; 64];
+            let n = tokio::time::timeout(TIMEOUT * 2, s.read(&mut buf)).await;
+            assert!(matches!(n, Ok(Ok(0)) | Ok(Err(_))), "runtime closed it");
+        }
+        drop(silent);
+        // With the late plugin gone too (pruned after the next event), nothing
+        // of the flood may be left.
+        late.stop();
+        eventually(TIMEOUT, "the late plugin to disconnect", || {
+            h.nri.plugins() == ["50-good"]
+        })
+        .await;
+        good_plugin_still_adjusts(&h, "after-flood").await;
+        base.restored(&h).await;
+    })
+}
+
+/// Upstream's mux allocates whatever length a frame claims.
+#[test]
+fn a_frame_claiming_4_gib_drops_only_that_connection() {
+    serial(async {
+        let (h, _good) = harness_with_good_plugin().await;
+        let base = Baseline::take(&h);
+        let rss_before = rss_kib();
+
+        let mut s = tokio::net::UnixStream::connect(&h.socket).await.unwrap();
+        let mut frame = vec![0, 0, 0, 2, 0xff, 0xff, 0xff, 0xf0];
+        frame.extend([0u8; 4096]);
+        s.write_all(&frame).await.unwrap();
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(TIMEOUT, s.read(&mut buf)).await;
+        assert!(
+            matches!(n, Ok(Ok(0)) | Ok(Err(_))),
+            "runtime closed the connection"
+        );
+        assert!(rss_kib() < rss_before + 64 * 1024, "no large allocation");
+        good_plugin_still_adjusts(&h, "after-bad-frame").await;
+        drop(s);
+        base.restored(&h).await;
+    })
+}
+
+/// Upstream treats a malformed reply as an ordinary plugin error: every
+/// container fails and the plugin stays. Here it is dropped.
+#[test]
+fn a_malformed_reply_drops_the_plugin_and_the_event_goes_on() {
+    serial(async {
+        let (h, _good) = harness_with_good_plugin().await;
+        let base = Baseline::take(&h);
+
+        let liar = RawPlugin::connect(
+            &h.socket,
+            vec![
+                ("Configure", configure_reply(&[Event::CREATE_CONTAINER])),
+                ("Synchronize", vec![]),
+                ("CreateContainer", vec![0xff; 32]),
+            ],
+        )
+        .await;
+        liar.register("liar", "10").await.unwrap();
+        h.wait_plugins(2).await;
+        good_plugin_still_adjusts(&h, "c1").await;
+        assert_eq!(h.nri.plugins(), ["50-good"], "the liar is gone");
+        tokio::time::timeout(TIMEOUT, liar.mux.closed())
+            .await
+            .expect("closed by the runtime");
+        good_plugin_still_adjusts(&h, "c2").await;
+        drop(liar);
+        base.restored(&h).await;
+    })
+}
+
+/// Upstream keeps the connection of a rejected registration open.
+#[test]
+fn a_rejected_registration_closes_the_connection() {
+    serial(async {
+        let (h, _good) = harness_with_good_plugin().await;
+        let base = Baseline::take(&h);
+
+        let bad = RawPlugin::connect(&h.socket, vec![]).await;
+        let err = bad.register("bad name", "10").await.unwrap_err();
+        assert!(err.to_string().contains("invalid plugin name"), "{err}");
+        tokio::time::timeout(TIMEOUT, bad.mux.closed())
+            .await
+            .expect("closed by the runtime");
+        drop(bad);
+        good_plugin_still_adjusts(&h, "c1").await;
+        base.restored(&h).await;
+    })
+}
+
+/// Upstream leaks a task per repeated RegisterPlugin.
+#[test]
+fn registering_twice_is_refused() {
+    serial(async {
+        let (h, _good) = harness_with_good_plugin().await;
+        let base = Baseline::take(&h);
+
+        let twice = RawPlugin::connect(&h.socket, idle_methods()).await;
+        twice.register("twice", "10").await.unwrap();
+        for _ in 0..100 {
+            let err = twice.register("twice", "10").await.unwrap_err();
+            assert!(err.to_string().contains("already registered"), "{err}");
+        }
+        h.wait_plugins(2).await;
+        twice.mux.close();
+        drop(twice);
+        // The closed plugin is pruned after the next event.
+        good_plugin_still_adjusts(&h, "c1").await;
+        assert_eq!(h.nri.plugins(), ["50-good"]);
+        base.restored(&h).await;
+    })
+}
+
+/// Upstream lets any connection, registered or not, reach UpdateFn.
+#[test]
+fn only_registered_plugins_may_update_containers() {
+    serial(async {
+        let (h, _good) = harness_with_good_plugin().await;
+        let base = Baseline::take(&h);
+
+        let sneaky = RawPlugin::connect(&h.socket, vec![]).await;
+        let err = sneaky.update().await.unwrap_err();
+        assert!(err.to_string().contains("not registered"), "{err}");
+        assert!(
+            h.state.lock().unwrap().unsolicited.is_empty(),
+            "UpdateFn not reached"
+        );
+        // Never registering, it is closed after the registration timeout.
+        tokio::time::timeout(TIMEOUT * 2, sneaky.mux.closed())
+            .await
+            .expect("closed by the runtime");
+        drop(sneaky);
+
+        // A registered plugin's updates do reach the runtime.
+        let honest = RawPlugin::connect(&h.socket, idle_methods()).await;
+        honest.register("honest", "20").await.unwrap();
+        h.wait_plugins(2).await;
+        honest.update().await.unwrap();
+        assert_eq!(h.state.lock().unwrap().unsolicited.len(), 1);
+        honest.mux.close();
+        drop(honest);
+        good_plugin_still_adjusts(&h, "c1").await;
+        base.restored(&h).await;
+    })
+}
+
+/// A flood of unsolicited update requests is bounded per plugin.
+#[test]
+fn a_flood_of_update_requests_is_bounded() {
+    serial(async {
+        let (h, _good) = harness_with_good_plugin().await;
+        let base = Baseline::take(&h);
+        let flooder = RawPlugin::connect(&h.socket, idle_methods()).await;
+        flooder.register("flooder", "20").await.unwrap();
+        h.wait_plugins(2).await;
+        let calls: Vec<_> = (0..500)
+            .map(|_| {
+                let client = flooder.runtime.clone();
+                tokio::spawn(async move { update_via(&client).await })
+            })
+            .collect();
+        let mut accepted = 0;
+        for c in calls {
+            match tokio::time::timeout(TIMEOUT, c)
+                .await
+                .expect("no request hangs")
+                .unwrap()
+            {
+                Ok(_) => accepted += 1,
+                Err(e) => assert!(e.to_string().contains("too many"), "{e}"),
+            }
+        }
+        assert_eq!(h.state.lock().unwrap().unsolicited.len(), accepted);
+        good_plugin_still_adjusts(&h, "c1").await;
+        flooder.mux.close();
+        drop(flooder);
+        good_plugin_still_adjusts(&h, "c2").await;
+        base.restored(&h).await;
+    })
+}
+
+/// A plugin that floods UpdateContainers requests and never reads a reply.
+/// ttrpc-rust spawns a task per request it reads, whether or not the reply
+/// can go out; upstream grows without bound too. Here the runtime stops
+/// reading a plugin whose replies are stuck, and drops it once they have
+/// been stuck for a request timeout.
+#[test]
+fn a_plugin_flooding_requests_without_reading_replies_is_bounded_and_dropped() {
+    const BATCH: u32 = 64;
+    const FLOOD: u32 = 20_000;
+    serial(async {
+        // Every update is reported failed, so each reply is as large as its
+        // request (~2 KiB): the replies back up after a few thousand requests.
+        let h = Harness::start_with(
+            |o| o,
+            RuntimeState {
+                fail_updates: true,
+                ..Default::default()
+            },
+        )
+        .await;
+        h.nri.start().await.unwrap();
+        h.connect("good", "50", good_plugin());
+        h.wait_plugins(1).await;
+        good_plugin_still_adjusts(&h, "warmup").await;
+        let base = Baseline::take(&h);
+        let rss_before = rss_kib();
+
+        let trunk = std::os::unix::net::UnixStream::connect(&h.socket).unwrap();
+        let raw = trunk.try_clone().unwrap();
+        trunk.set_nonblocking(true).unwrap();
+        raw.set_nonblocking(true).unwrap();
+        let (trunk, deaf) = Deafened::new(tokio::net::UnixStream::from_std(trunk).unwrap());
+        let flooder = RawPlugin::over(trunk, idle_methods()).await;
+        flooder.register("flooder", "20").await.unwrap();
+        h.wait_plugins(2).await;
+        deaf.store(true, std::sync::atomic::Ordering::Release);
+
+        let req = api::UpdateContainersRequest {
+            update: vec![api::ContainerUpdate {
+                container_id: "x".repeat(2048),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut raw = tokio::net::UnixStream::from_std(raw).unwrap();
+        let flood = tokio::spawn(async move {
+            let mut last_written = Instant::now();
+            for batch in 0..FLOOD / BATCH {
+                let mut bytes = Vec::new();
+                for i in 0..BATCH {
+                    let stream_id = 1001 + 2 * (batch * BATCH + i);
+                    let msg = ttrpc_request("UpdateContainers", &req, stream_id);
+                    bytes.extend(go_frames(mux::RUNTIME_SERVICE_CONN, &msg));
+                }
+                if raw.write_all(&bytes).await.is_err() {
+                    return Some(last_written.elapsed());
+                }
+                last_written = Instant::now();
+            }
+            None
+        });
+
+        let (mut peak_tasks, mut peak_rss) = (0, 0);
+        let mut checked_good = false;
+        let deadline = Instant::now() + PATIENCE;
+        while !flood.is_finished() {
+            assert!(
+                Instant::now() < deadline,
+                "the flood neither ended nor was cut off"
+            );
+            peak_tasks = peak_tasks.max(h.nri.alive_tasks());
+            peak_rss = peak_rss.max(rss_kib());
+            if !checked_good {
+                good_plugin_still_adjusts(&h, "during-flood").await;
+                checked_good = true;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let stuck = flood.await.unwrap();
+        eprintln!(
+        "flood: peak tasks {peak_tasks} (baseline {}), peak RSS +{} KiB, cut off {stuck:?} after the last write",
+        base.tasks,
+        peak_rss.saturating_sub(rss_before)
+    );
+        let stuck = stuck.expect("the runtime read the whole flood and never dropped the flooder");
+        assert!(
+            stuck < TIMEOUT * 2,
+            "cut off {stuck:?} after the runtime stopped reading"
+        );
+        assert!(
+            peak_tasks < base.tasks + 64,
+            "{peak_tasks} tasks alive at the peak, {} before",
+            base.tasks
+        );
+        assert!(
+            peak_rss < rss_before + 32 * 1024,
+            "RSS grew by {} KiB",
+            peak_rss - rss_before
+        );
+        eventually(TIMEOUT, "the flooder to be dropped", || {
+            h.nri.plugins() == ["50-good"]
+        })
+        .await;
+        good_plugin_still_adjusts(&h, "after-flood").await;
+        drop(flooder);
+        base.restored(&h).await;
+    })
+}
+
+/// Go's mux cuts a large write into frames of up to 4 MiB + 10 bytes, so a
+/// 5 MiB reply arrives as 4096 bytes, one 4 MiB frame and the rest. Upstream's
+/// reader must discard the oversized message through ttrpc's 4096-byte
+/// buffer, cannot read the large frame into it (ENOMEM) and closes the whole
+/// trunk. Here the frames are legal and the message is discarded: the call
+/// fails, the plugin stays and its next reply is read.
+#[test]
+fn a_5_mib_reply_framed_as_go_frames_it_fails_the_call_not_the_plugin() {
+    serial(async {
+        let (h, _good) = harness_with_good_plugin().await;
+        let base = Baseline::take(&h);
+
+        let big = GoFramedPlugin::connect(
+            &h.socket,
+            "big",
+            "10",
+            Box::new(|method, n| match method {
+                "Configure" => configure_reply(&[Event::CREATE_CONTAINER]),
+                "CreateContainer" => {
+                    let mut adjust = api::ContainerAdjustment::default();
+                    let value = if n == 0 {
+                        "x".repeat(5 << 20)
+                    } else {
+                        "small".into()
+                    };
+                    adjust.add_annotation("big", &value);
+                    let rsp = api::CreateContainerResponse {
+                        adjust: protobuf::MessageField::some(adjust),
+                        ..Default::default()
+                    };
+                    protobuf::Message::write_to_bytes(&rsp).unwrap()
+                }
+                _ => vec![],
+            }),
+        )
+        .await;
+        h.wait_plugins(2).await;
+
+        let err = h
+            .nri
+            .create_container(create_req("pod", "c1"))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("exceed maximum message size of 4194304"),
+            "{err}"
+        );
+        assert!(!big.mux.is_closed(), "the trunk survived the 5 MiB reply");
+        assert_eq!(h.nri.plugins(), ["10-big", "50-good"]);
+        let rsp = h
+            .nri
+            .create_container(create_req("pod", "c2"))
+            .await
+            .unwrap();
+        assert_eq!(
+            annotation(&rsp, "big"),
+            Some("small"),
+            "the next reply is read in sync"
+        );
+        assert_eq!(annotation(&rsp, "good"), Some("yes"));
+        drop(big);
+        good_plugin_still_adjusts(&h, "c3").await;
+        base.restored(&h).await;
+    })
+}
+
+/// A builtin validator that hangs.
+struct HangingValidator;
+
+#[async_trait::async_trait]
+impl BuiltinHandlers for HangingValidator {
+    fn implemented_events(&self) -> EventMask {
+        EventMask::of(&[Event::VALIDATE_CONTAINER_ADJUSTMENT])
+    }
+    async fn validate_container_adjustment(
+        &self,
+        _req: api::ValidateContainerAdjustmentRequest,
+    ) -> Result<(), BoxError> {
+        std::future::pending().await
+    }
+}
+
+/// Upstream drops a required validator that timed out, so the next
+/// container is created without validation.
+#[test]
+fn a_validator_that_times_out_never_lets_a_container_through() {
+    serial(async {
+        let h = Harness::start_with(
+            |o: Options| {
+                o.request_timeout(Duration::from_millis(300))
+                    .builtin_plugins([BuiltinPlugin::new(
+                        "default-validator",
+                        "00",
+                        HangingValidator,
+                    )])
+            },
+            RuntimeState::default(),
+        )
+        .await;
+        h.nri.start().await.unwrap();
+        for ctr in ["c1", "c2", "c3"] {
+            let err = h
+                .nri
+                .create_container(create_req("pod", ctr))
+                .await
+                .unwrap_err();
+            assert!(
+                err.to_string()
+                    .starts_with("validator plugin 00-default-validator failed"),
+                "{err}"
+            );
+        }
+        assert_eq!(h.nri.plugins(), ["00-default-validator"]);
+    })
+}
+
+/// Upstream's mux closes a connection after a burst of 256 small frames.
+#[test]
+fn a_burst_of_tiny_frames_is_legal_traffic() {
+    serial(async {
+        let (h, _good) = harness_with_good_plugin().await;
+
+        // RegisterPlugin as a ttrpc message, sent one byte per mux frame.
+        let req = api::RegisterPluginRequest {
+            plugin_name: "tiny".into(),
+            plugin_idx: "30".into(),
+            NRI_version: "v".repeat(600),
+            ..Default::default()
+        };
+        let msg = ttrpc_request("RegisterPlugin", &req, 1);
+        let mut frames = Vec::new();
+        for b in &msg {
+            frames.extend([0, 0, 0, 2, 0, 0, 0, 1, *b]);
+        }
+        assert!(msg.len() > 256, "more frames than upstream's queue holds");
+
+        let mut s = tokio::net::UnixStream::connect(&h.socket).await.unwrap();
+        s.write_all(&frames).await.unwrap();
+        // The reply to RegisterPlugin arrives on conn 2: registration worked.
+        let mut header = [0u8; 8];
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            assert!(Instant::now() < deadline, "no reply to RegisterPlugin");
+            s.read_exact(&mut header)
+                .await
+                .expect("connection kept open");
+            let len = u32::from_be_bytes(header[4..8].try_into().unwrap()) as usize;
+            let mut body = vec![0u8; len];
+            s.read_exact(&mut body).await.unwrap();
+            if header[..4] == [0, 0, 0, 2] {
+                assert_eq!(body[8], 2, "a ttrpc response");
+                break;
+            }
+        }
+        good_plugin_still_adjusts(&h, "c1").await;
+    })
+}
+
+fn rss_kib() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4
+}
