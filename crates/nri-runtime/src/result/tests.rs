@@ -11,9 +11,10 @@ use protobuf::MessageField;
 use super::*;
 use nri_api::optional::{boolean, int64, repeated_string, string, uint64};
 use nri_api::{
-    Hook, HugepageLimit, IOPrioClass, LinuxDeviceCgroup, LinuxIOPriority, LinuxNetDevice,
-    LinuxScheduler, LinuxSchedulerFlag, LinuxSchedulerPolicy, LinuxSeccomp, LinuxSyscall, MpolFlag,
-    MpolMode, OptionalValue,
+    CDIDevice, Field, Hook, HugepageLimit, IOPrioClass, KeyValue, LinuxContainerUpdate,
+    LinuxDevice, LinuxDeviceCgroup, LinuxIOPriority, LinuxNamespace, LinuxNetDevice, LinuxPids,
+    LinuxRdt, LinuxScheduler, LinuxSchedulerFlag, LinuxSchedulerPolicy, LinuxSeccomp, LinuxSyscall,
+    Mount, MpolFlag, MpolMode, OptionalValue, POSIXRlimit,
 };
 
 // ---------------------------------------------------------------------------

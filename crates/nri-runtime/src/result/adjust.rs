@@ -1,0 +1,585 @@
+//! Merging one plugin's `ContainerAdjustment` of a CreateContainer into
+//! the reply, and into the request's container for the plugins after it.
+
+use std::collections::{HashMap, HashSet};
+
+use protobuf::MessageField;
+
+use nri_api::{
+    mark_for_removal, marked_for_removal, CDIDevice, ConflictError, Container, ContainerAdjustment,
+    Field, Hooks, KeyValue, LinuxContainerAdjustment, LinuxDevice, LinuxMemoryPolicy,
+    LinuxNamespace, LinuxPids, LinuxRdt, LinuxResources, Mount, POSIXRlimit,
+};
+
+use super::*;
+
+/// Merges one plugin's adjustment into the request's container and the
+/// merged reply.
+pub(super) struct Adjuster<'a> {
+    pub(super) claims: Claims<'a>,
+    pub(super) ctr: &'a mut Container,
+    pub(super) reply: &'a mut ContainerAdjustment,
+}
+
+impl Adjuster<'_> {
+    /// Upstream's application order; the first error stops the merge.
+    pub(super) fn apply(mut self, adjust: ContainerAdjustment) -> Result<(), ConflictError> {
+        let ContainerAdjustment {
+            annotations,
+            mounts,
+            env,
+            hooks,
+            linux,
+            rlimits,
+            CDI_devices,
+            args,
+            ..
+        } = adjust;
+        self.annotations(annotations)?;
+        MOUNTS.merge(
+            &mut self.claims,
+            mounts,
+            &mut self.reply.mounts,
+            &mut self.ctr.mounts,
+        )?;
+        ENV.merge(
+            &mut self.claims,
+            env,
+            &mut self.reply.env,
+            &mut self.ctr.env,
+        )?;
+        self.args(args)?;
+        if let Some(hooks) = hooks.into_option() {
+            self.hooks(hooks);
+        }
+        if let Some(linux) = linux.into_option() {
+            self.linux(linux)?;
+        }
+        self.rlimits(rlimits)?;
+        self.cdi_devices(CDI_devices)
+    }
+
+    pub(super) fn annotations(
+        &mut self,
+        annotations: HashMap<String, String>,
+    ) -> Result<(), ConflictError> {
+        merge_map(
+            &mut self.claims,
+            Field::Annotations,
+            annotations,
+            &mut self.ctr.annotations,
+            &mut self.reply.annotations,
+            None,
+        )
+    }
+
+    /// A leading empty argument asks to replace whatever an earlier plugin
+    /// set; the command line is then claimed as a whole.
+    pub(super) fn args(&mut self, args: Vec<String>) -> Result<(), ConflictError> {
+        let args = match args.split_first() {
+            None => return Ok(()),
+            Some((first, rest)) if first.is_empty() => {
+                self.claims.clear(Field::Args);
+                rest.to_vec()
+            }
+            Some(_) => args,
+        };
+        self.claims.simple(Field::Args)?;
+        self.ctr.args.clone_from(&args);
+        self.reply.args = args;
+        Ok(())
+    }
+
+    /// Hooks are appended, never replaced, and never conflict.
+    pub(super) fn hooks(&mut self, hooks: Hooks) {
+        let ctr = self.ctr.hooks.mut_or_insert_default();
+        let reply = self.reply.hooks.mut_or_insert_default();
+        let Hooks {
+            prestart,
+            create_runtime,
+            create_container,
+            start_container,
+            poststart,
+            poststop,
+            ..
+        } = hooks;
+        let kinds = [
+            (prestart, &mut ctr.prestart, &mut reply.prestart),
+            (poststart, &mut ctr.poststart, &mut reply.poststart),
+            (poststop, &mut ctr.poststop, &mut reply.poststop),
+            (
+                create_runtime,
+                &mut ctr.create_runtime,
+                &mut reply.create_runtime,
+            ),
+            (
+                create_container,
+                &mut ctr.create_container,
+                &mut reply.create_container,
+            ),
+            (
+                start_container,
+                &mut ctr.start_container,
+                &mut reply.start_container,
+            ),
+        ];
+        let mut injected = false;
+        for (new, in_ctr, in_reply) in kinds {
+            if !new.is_empty() {
+                in_ctr.extend(new.iter().cloned());
+                in_reply.extend(new);
+                injected = true;
+            }
+        }
+        if injected {
+            self.claims.hooks();
+        }
+    }
+
+    pub(super) fn linux(&mut self, linux: LinuxContainerAdjustment) -> Result<(), ConflictError> {
+        let LinuxContainerAdjustment {
+            devices,
+            resources,
+            cgroups_path,
+            oom_score_adj,
+            io_priority,
+            seccomp_policy,
+            namespaces,
+            sysctl,
+            net_devices,
+            scheduler,
+            rdt,
+            memory_policy,
+            ..
+        } = linux;
+        let claims = &mut self.claims;
+        let ctr = self.ctr.linux.mut_or_insert_default();
+        let reply = self.reply.linux.mut_or_insert_default();
+
+        DEVICES.merge(claims, devices, &mut reply.devices, &mut ctr.devices)?;
+        if let Some(resources) = resources.into_option() {
+            adjust_resources(
+                claims,
+                &resources,
+                ctr.resources.mut_or_insert_default(),
+                reply.resources.mut_or_insert_default(),
+            )?;
+        }
+        if !cgroups_path.is_empty() {
+            claims.simple(Field::CgroupsPath)?;
+            ctr.cgroups_path.clone_from(&cgroups_path);
+            reply.cgroups_path = cgroups_path;
+        }
+        replace(
+            claims,
+            Field::OomScoreAdj,
+            oom_score_adj,
+            &mut ctr.oom_score_adj,
+            &mut reply.oom_score_adj,
+        )?;
+        replace(
+            claims,
+            Field::IoPriority,
+            io_priority,
+            &mut ctr.io_priority,
+            &mut reply.io_priority,
+        )?;
+        replace(
+            claims,
+            Field::SeccompPolicy,
+            seccomp_policy,
+            &mut ctr.seccomp_policy,
+            &mut reply.seccomp_policy,
+        )?;
+        adjust_namespaces(
+            claims,
+            namespaces,
+            &mut ctr.namespaces,
+            &mut reply.namespaces,
+        )?;
+        // QUIRK (v0.12.2): markers of sysctls that are only removed land in
+        // the reply's annotations (fixed upstream after the tag).
+        merge_map(
+            claims,
+            Field::Sysctl,
+            sysctl,
+            &mut ctr.sysctl,
+            &mut reply.sysctl,
+            Some(&mut self.reply.annotations),
+        )?;
+        // Upstream's marker value is a nil message; an empty one here.
+        merge_map(
+            claims,
+            Field::LinuxNetDevices,
+            net_devices,
+            &mut ctr.net_devices,
+            &mut reply.net_devices,
+            None,
+        )?;
+        replace(
+            claims,
+            Field::LinuxSched,
+            scheduler,
+            &mut ctr.scheduler,
+            &mut reply.scheduler,
+        )?;
+        adjust_rdt(claims, rdt, &mut reply.rdt)?;
+        adjust_memory_policy(claims, memory_policy, &mut reply.memory_policy)
+    }
+
+    /// Rlimits are appended, claimed per type.
+    pub(super) fn rlimits(&mut self, rlimits: Vec<POSIXRlimit>) -> Result<(), ConflictError> {
+        for rlimit in rlimits {
+            self.claims.key(Field::Rlimits, &rlimit.type_)?;
+            self.ctr.rlimits.push(rlimit.clone());
+            self.reply.rlimits.push(rlimit);
+        }
+        Ok(())
+    }
+
+    /// CDI devices are only added, claimed per name, and stay out of the
+    /// container: the runtime resolves them.
+    pub(super) fn cdi_devices(&mut self, devices: Vec<CDIDevice>) -> Result<(), ConflictError> {
+        for device in devices {
+            self.claims.key(Field::CdiDevices, &device.name)?;
+            self.reply.CDI_devices.push(device);
+        }
+        Ok(())
+    }
+}
+
+/// Replaces a whole sub-message (OOM score, I/O priority, seccomp policy,
+/// scheduler) in the container and the reply, if the plugin sent one.
+pub(super) fn replace<T: Clone>(
+    claims: &mut Claims<'_>,
+    field: Field,
+    new: MessageField<T>,
+    ctr: &mut MessageField<T>,
+    reply: &mut MessageField<T>,
+) -> Result<(), ConflictError> {
+    if new.is_none() {
+        return Ok(());
+    }
+    claims.simple(field)?;
+    ctr.clone_from(&new);
+    *reply = new;
+    Ok(())
+}
+
+/// Merges a keyed map (annotations, sysctls, network devices).
+///
+/// A key `-k` removes `k`. Only when the same reply also sets `k` does the
+/// removal clear `k`'s owner, delete it from the container and put the
+/// marker (with an empty value) in the reply before the new value.
+/// QUIRK: a removal alone only puts its marker in `lone_markers` (default:
+/// the reply's map); it deletes nothing from the container or the reply.
+pub(super) fn merge_map<V: Clone + Default>(
+    claims: &mut Claims<'_>,
+    field: Field,
+    incoming: HashMap<String, V>,
+    ctr: &mut HashMap<String, V>,
+    reply: &mut HashMap<String, V>,
+    lone_markers: Option<&mut HashMap<String, V>>,
+) -> Result<(), ConflictError> {
+    let (removals, mut sets): (Vec<_>, Vec<_>) = incoming
+        .into_iter()
+        .partition(|(key, _)| marked_for_removal(key).is_some());
+    let mut removed: HashSet<String> = removals
+        .into_iter()
+        .filter_map(|(key, _)| marked_for_removal(&key).map(str::to_string))
+        .collect();
+    // Upstream walks a Go map, in random order; sorting makes the reported
+    // conflict deterministic when several keys conflict.
+    sets.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+
+    for (key, value) in sets {
+        if removed.remove(&key) {
+            claims.clear_key(field, &key);
+            ctr.remove(&key);
+            reply.insert(mark_for_removal(&key), V::default());
+        }
+        claims.key(field, &key)?;
+        ctr.insert(key.clone(), value.clone());
+        reply.insert(key, value);
+    }
+
+    let markers = lone_markers.unwrap_or(reply);
+    for key in removed {
+        markers.insert(mark_for_removal(&key), V::default());
+    }
+    Ok(())
+}
+
+/// How one keyed list of an adjustment is merged: mounts (by destination),
+/// devices (by path) and environment variables (by name).
+///
+/// Entries the plugin removes or sets drop out of the container and new
+/// ones are appended; removals also drop earlier plugins' entries from the
+/// reply and clear their owners, and every added entry is claimed.
+pub(super) struct KeyedList<T, C> {
+    pub(super) field: Field,
+    pub(super) key: fn(&T) -> &str,
+    pub(super) ctr_key: fn(&C) -> &str,
+    pub(super) to_ctr: fn(&T) -> C,
+    /// Whether removal markers of keys not added back reach the reply.
+    /// Only mounts do. QUIRK: for env and devices a removal of something
+    /// from the original spec never reaches the runtime.
+    pub(super) reply_removals: bool,
+}
+
+pub(super) const MOUNTS: KeyedList<Mount, Mount> = KeyedList {
+    field: Field::Mounts,
+    key: |m| &m.destination,
+    ctr_key: |m| &m.destination,
+    to_ctr: Mount::clone,
+    reply_removals: true,
+};
+
+pub(super) const DEVICES: KeyedList<LinuxDevice, LinuxDevice> = KeyedList {
+    field: Field::Devices,
+    key: |d| &d.path,
+    ctr_key: |d| &d.path,
+    to_ctr: LinuxDevice::clone,
+    reply_removals: false,
+};
+
+/// The container holds its environment as OCI `NAME=value` strings.
+/// Both conversions run for every entry and reply, so they avoid the
+/// generic pattern search and `format!` machinery.
+pub(super) const ENV: KeyedList<KeyValue, String> = KeyedList {
+    field: Field::Env,
+    key: |e| &e.key,
+    ctr_key: |e| match e.bytes().position(|b| b == b'=') {
+        // An ASCII byte's position is a char boundary.
+        Some(at) => &e[..at],
+        None => e,
+    },
+    to_ctr: |e| {
+        let mut entry = String::with_capacity(e.key.len() + 1 + e.value.len());
+        entry.push_str(&e.key);
+        entry.push('=');
+        entry.push_str(&e.value);
+        entry
+    },
+    reply_removals: false,
+};
+
+impl<T, C> KeyedList<T, C> {
+    pub(super) fn merge(
+        &self,
+        claims: &mut Claims<'_>,
+        items: Vec<T>,
+        reply: &mut Vec<T>,
+        ctr: &mut Vec<C>,
+    ) -> Result<(), ConflictError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let edits = Edits::split(items, self.key);
+
+        reply.retain(|entry| {
+            let key = (self.key)(entry);
+            let keep = !edits.removes(key);
+            if !keep {
+                claims.clear_key(self.field, key);
+            }
+            keep
+        });
+        ctr.retain(|entry| !edits.touches((self.ctr_key)(entry)));
+
+        // All claimed before anything is added, so the entries can move
+        // into the reply; after a conflict the event fails and the result
+        // is dropped, so what was added by then does not matter.
+        for entry in &edits.add {
+            claims.key(self.field, (self.key)(entry))?;
+        }
+        ctr.extend(edits.add.iter().map(self.to_ctr));
+        reply.extend(edits.add);
+        if self.reply_removals {
+            reply.extend(edits.lone_removals);
+        }
+        Ok(())
+    }
+}
+
+/// A plugin's keyed list split into additions and removals.
+pub(super) struct Edits<T> {
+    /// Entries to add or replace, in the plugin's order.
+    pub(super) add: Vec<T>,
+    /// Every key the plugin sets or removes (without the marker): one map,
+    /// so that each entry of the container is looked up once. std's
+    /// SipHash on purpose: the plugin chooses these keys, and a reply of
+    /// colliding keys must not make the merge quadratic.
+    pub(super) touched: HashMap<String, Touch>,
+    /// Removal markers of keys not added back: one per key, in order of
+    /// first appearance, the last marker winning as in upstream's map.
+    pub(super) lone_removals: Vec<T>,
+}
+
+/// What a plugin's list does to one key.
+#[derive(Default)]
+pub(super) struct Touch {
+    pub(super) sets: bool,
+    /// Where the key's removal marker is among the markers, if it has one.
+    pub(super) marker: Option<usize>,
+}
+
+impl<T> Edits<T> {
+    pub(super) fn split(items: Vec<T>, key: fn(&T) -> &str) -> Self {
+        let mut add = Vec::new();
+        let mut touched: HashMap<String, Touch> = HashMap::new();
+        let mut markers: Vec<(String, T)> = Vec::new();
+        for item in items {
+            let Some(unmarked) = marked_for_removal(key(&item)).map(str::to_string) else {
+                touched.entry(key(&item).to_string()).or_default().sets = true;
+                add.push(item);
+                continue;
+            };
+            let touch = touched.entry(unmarked.clone()).or_default();
+            match touch.marker {
+                Some(at) => markers[at].1 = item,
+                None => {
+                    touch.marker = Some(markers.len());
+                    markers.push((unmarked, item));
+                }
+            }
+        }
+        let lone_removals = markers
+            .into_iter()
+            .filter(|(unmarked, _)| !touched[unmarked].sets)
+            .map(|(_, marker)| marker)
+            .collect();
+        Edits {
+            add,
+            touched,
+            lone_removals,
+        }
+    }
+
+    pub(super) fn removes(&self, key: &str) -> bool {
+        self.touched.get(key).is_some_and(|t| t.marker.is_some())
+    }
+
+    /// Whether the plugin removes or (re)sets `key`.
+    pub(super) fn touches(&self, key: &str) -> bool {
+        self.touched.contains_key(key)
+    }
+}
+
+/// Namespaces are added, replaced or removed per type, and every entry,
+/// removal markers included, is claimed per type and appended to the reply.
+///
+/// Upstream rebuilds the container's list from a Go map, so its order is
+/// random; here it is kept: replaced in place, new types appended.
+pub(super) fn adjust_namespaces(
+    claims: &mut Claims<'_>,
+    namespaces: Vec<LinuxNamespace>,
+    ctr: &mut Vec<LinuxNamespace>,
+    reply: &mut Vec<LinuxNamespace>,
+) -> Result<(), ConflictError> {
+    if namespaces.is_empty() {
+        return Ok(());
+    }
+    // Upstream's map also collapses duplicate types of the original list.
+    for ns in std::mem::take(ctr) {
+        upsert_namespace(ctr, ns);
+    }
+    for ns in namespaces {
+        match marked_for_removal(&ns.type_) {
+            Some(kind) => {
+                claims.key(Field::Namespace, kind)?;
+                ctr.retain(|n| n.type_ != kind);
+            }
+            None => {
+                claims.key(Field::Namespace, &ns.type_)?;
+                upsert_namespace(ctr, ns.clone());
+            }
+        }
+        reply.push(ns);
+    }
+    Ok(())
+}
+
+pub(super) fn upsert_namespace(list: &mut Vec<LinuxNamespace>, ns: LinuxNamespace) {
+    match list.iter_mut().find(|n| n.type_ == ns.type_) {
+        Some(existing) => *existing = ns,
+        None => list.push(ns),
+    }
+}
+
+/// RDT goes to the reply only. `remove` clears all RDT owners and resets
+/// the reply to a bare removal, dropping earlier plugins' values; each field
+/// sent afterwards is claimed and cancels the removal.
+pub(super) fn adjust_rdt(
+    claims: &mut Claims<'_>,
+    rdt: MessageField<LinuxRdt>,
+    reply: &mut MessageField<LinuxRdt>,
+) -> Result<(), ConflictError> {
+    // QUIRK: upstream's nil check tests the wrong variable, so the reply's
+    // RDT becomes an empty message whenever a plugin sends `linux` at all.
+    let merged = reply.mut_or_insert_default();
+    let Some(rdt) = rdt.into_option() else {
+        return Ok(());
+    };
+    if rdt.remove {
+        claims.clear_rdt();
+        *merged = LinuxRdt {
+            remove: true,
+            ..Default::default()
+        };
+    }
+    if rdt.clos_id.is_some() {
+        claims.simple(Field::RdtClosID)?;
+        merged.clos_id = rdt.clos_id;
+        merged.remove = false;
+    }
+    if rdt.schemata.is_some() {
+        claims.simple(Field::RdtSchemata)?;
+        merged.schemata = rdt.schemata;
+        merged.remove = false;
+    }
+    if rdt.enable_monitoring.is_some() {
+        claims.simple(Field::RdtEnableMonitoring)?;
+        merged.enable_monitoring = rdt.enable_monitoring;
+        merged.remove = false;
+    }
+    Ok(())
+}
+
+/// The memory policy goes to the reply only.
+pub(super) fn adjust_memory_policy(
+    claims: &mut Claims<'_>,
+    policy: MessageField<LinuxMemoryPolicy>,
+    reply: &mut MessageField<LinuxMemoryPolicy>,
+) -> Result<(), ConflictError> {
+    if policy.is_none() {
+        return Ok(());
+    }
+    claims.simple(Field::MemoryPolicy)?;
+    *reply = policy;
+    Ok(())
+}
+
+/// Resources of an adjustment go to both the container and the reply.
+/// Cgroup device rules are appended without ownership.
+pub(super) fn adjust_resources(
+    claims: &mut Claims<'_>,
+    new: &LinuxResources,
+    ctr: &mut LinuxResources,
+    reply: &mut LinuxResources,
+) -> Result<(), ConflictError> {
+    merge_resources(claims, new, &mut [&mut *ctr, &mut *reply])?;
+    for target in [&mut *ctr, &mut *reply] {
+        target.devices.extend(new.devices.iter().cloned());
+    }
+    if let Some(pids) = new.pids.as_ref() {
+        claims.simple(Field::PidsLimit)?;
+        for target in [ctr, reply] {
+            target.pids = MessageField::some(LinuxPids {
+                limit: pids.limit,
+                ..Default::default()
+            });
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,55 @@
+//! [`Claims`]: which plugin set which field, and the conflicts a second
+//! claim makes.
+
+use nri_api::{ConflictError, Field, OwningPlugins};
+
+/// Claims on behalf of one plugin for one container.
+pub(super) struct Claims<'a> {
+    pub(super) owners: &'a mut OwningPlugins,
+    pub(super) ctr_id: &'a str,
+    pub(super) plugin: &'a str,
+}
+
+impl<'a> Claims<'a> {
+    pub(super) fn new(owners: &'a mut OwningPlugins, ctr_id: &'a str, plugin: &'a str) -> Self {
+        Claims {
+            owners,
+            ctr_id,
+            plugin,
+        }
+    }
+
+    pub(super) fn simple(&mut self, field: Field) -> Result<(), ConflictError> {
+        self.owners.claim_simple(self.ctr_id, field, self.plugin)
+    }
+
+    /// Claims each field in turn, stopping at the first conflict.
+    pub(super) fn simples(
+        &mut self,
+        fields: impl IntoIterator<Item = Field>,
+    ) -> Result<(), ConflictError> {
+        fields.into_iter().try_for_each(|field| self.simple(field))
+    }
+
+    pub(super) fn key(&mut self, field: Field, key: &str) -> Result<(), ConflictError> {
+        self.owners
+            .claim_compound(self.ctr_id, field, key, self.plugin)
+    }
+
+    pub(super) fn clear(&mut self, field: Field) {
+        self.owners.clear_simple(self.ctr_id, field, self.plugin)
+    }
+
+    pub(super) fn clear_key(&mut self, field: Field, key: &str) {
+        self.owners
+            .clear_compound(self.ctr_id, field, key, self.plugin)
+    }
+
+    pub(super) fn hooks(&mut self) {
+        self.owners.claim_hooks(self.ctr_id, self.plugin)
+    }
+
+    pub(super) fn clear_rdt(&mut self) {
+        self.owners.clear_rdt(self.ctr_id, self.plugin)
+    }
+}

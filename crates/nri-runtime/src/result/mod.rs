@@ -1,0 +1,288 @@
+//! Merging plugin replies into the one reply the runtime gets.
+//!
+//! Plugins answer CreateContainer, UpdateContainer and StopContainer one
+//! after the other. Their replies are merged here the way upstream's
+//! `pkg/adaptation/result.go` (v0.12.2) merges them, quirks included; see
+//! `docs/merge-quirks.md` for each quirk and whether it is matched or fixed.
+//!
+//! * Every field a plugin sets is claimed in an [`OwningPlugins`]; a second
+//!   claim is a conflict that fails the event ([`MergeError`]).
+//! * CreateContainer adjustments are also written into the request's
+//!   container, so later plugins see the container as adjusted so far.
+//! * Container updates are merged per container, in first-seen order.
+//! * Evictions are ignored, as upstream ignores them.
+
+mod adjust;
+mod claims;
+mod resources;
+mod update;
+
+use std::collections::HashMap;
+use std::fmt;
+
+use protobuf::MessageField;
+
+use nri_api::quote::go_quote;
+use nri_api::{
+    ConflictError, Container, ContainerAdjustment, ContainerUpdate, CreateContainerRequest,
+    CreateContainerResponse, Hooks, LinuxCPU, LinuxContainer, LinuxContainerAdjustment,
+    LinuxMemory, LinuxResources, OwningPlugins, StopContainerResponse, UpdateContainerRequest,
+    UpdateContainerResponse,
+};
+
+use adjust::*;
+use claims::*;
+use resources::*;
+use update::*;
+
+/// Why merging a plugin's reply failed. The message is upstream's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeError(Cause);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Cause {
+    Conflict(ConflictError),
+    UpdateDuringCreation { plugin: String, ctr_id: String },
+}
+
+impl MergeError {
+    /// The ownership conflict, if that is what failed.
+    #[cfg(test)]
+    pub fn as_conflict(&self) -> Option<&ConflictError> {
+        match &self.0 {
+            Cause::Conflict(conflict) => Some(conflict),
+            Cause::UpdateDuringCreation { .. } => None,
+        }
+    }
+}
+
+impl From<ConflictError> for MergeError {
+    fn from(conflict: ConflictError) -> Self {
+        MergeError(Cause::Conflict(conflict))
+    }
+}
+
+impl fmt::Display for MergeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Cause::Conflict(conflict) => conflict.fmt(f),
+            Cause::UpdateDuringCreation { plugin, ctr_id } => write!(
+                f,
+                "plugin {} asked update of {} during creation",
+                go_quote(plugin),
+                go_quote(ctr_id)
+            ),
+        }
+    }
+}
+
+// The conflict is rendered by Display already, so it is not a `source()`.
+impl std::error::Error for MergeError {}
+
+/// The merged outcome of a CreateContainer event so far.
+pub struct CreateResult {
+    owners: OwningPlugins,
+    reply: CreateContainerResponse,
+    update_index: HashMap<String, usize>,
+}
+
+impl CreateResult {
+    /// Normalizes `req.container` exactly like upstream
+    /// `collectCreateContainerResult` (fills empty sub-messages and maps)
+    /// and pre-initializes the reply.
+    pub fn new(req: &mut CreateContainerRequest) -> Self {
+        normalize_container(req.container.mut_or_insert_default());
+        CreateResult {
+            owners: OwningPlugins::default(),
+            reply: CreateContainerResponse {
+                adjust: MessageField::some(empty_adjustment()),
+                ..Default::default()
+            },
+            update_index: HashMap::new(),
+        }
+    }
+
+    /// Merges one plugin's reply (`plugin` is the full `idx-base` name),
+    /// writing adjustments into `req.container` as upstream does. On error
+    /// nothing more is merged and the event must fail.
+    pub fn apply(
+        &mut self,
+        req: &mut CreateContainerRequest,
+        plugin: &str,
+        rpl: CreateContainerResponse,
+    ) -> Result<(), MergeError> {
+        // Evictions (`rpl.evict`) are deliberately ignored, as upstream does.
+        let CreateContainerResponse { adjust, update, .. } = rpl;
+        let container = req.container.mut_or_insert_default();
+        let ctr_id = container.id.clone();
+        if let Some(adjust) = adjust.into_option() {
+            Adjuster {
+                claims: Claims::new(&mut self.owners, &ctr_id, plugin),
+                ctr: container,
+                reply: self.reply.adjust.mut_or_insert_default(),
+            }
+            .apply(adjust)?;
+        }
+        UpdateMerge {
+            owners: &mut self.owners,
+            plugin,
+            list: &mut self.reply.update,
+            index: &mut self.update_index,
+            event: Event::Create { ctr_id: &ctr_id },
+        }
+        .merge(update)
+    }
+
+    /// Who set what, for validation.
+    pub fn owners(&self) -> &OwningPlugins {
+        &self.owners
+    }
+
+    /// The merged reply so far (for the validation request).
+    pub fn response(&self) -> &CreateContainerResponse {
+        &self.reply
+    }
+
+    /// The merged reply: the adjustment is always present and fully
+    /// pre-initialized; empty parts mean "unchanged".
+    pub fn into_response(self) -> CreateContainerResponse {
+        self.reply
+    }
+}
+
+/// The merged outcome of an UpdateContainer event so far.
+pub struct UpdateResult {
+    owners: OwningPlugins,
+    others: Vec<ContainerUpdate>,
+    update_index: HashMap<String, usize>,
+    target: Option<ContainerUpdate>,
+}
+
+impl UpdateResult {
+    /// Normalizes `req.linux_resources` like upstream
+    /// `collectUpdateContainerResult` (fills empty memory and CPU).
+    pub fn new(req: &mut UpdateContainerRequest) -> Self {
+        let resources = req.linux_resources.mut_or_insert_default();
+        resources.memory.mut_or_insert_default();
+        resources.cpu.mut_or_insert_default();
+        UpdateResult {
+            owners: OwningPlugins::default(),
+            others: Vec::new(),
+            update_index: HashMap::new(),
+            target: None,
+        }
+    }
+
+    /// Merges one plugin's reply. An update of the request's own container
+    /// starts from the request's resources, and on success replaces them,
+    /// so later plugins see them.
+    pub fn apply(
+        &mut self,
+        req: &mut UpdateContainerRequest,
+        plugin: &str,
+        rpl: UpdateContainerResponse,
+    ) -> Result<(), MergeError> {
+        // Evictions (`rpl.evict`) are deliberately ignored, as upstream does.
+        UpdateMerge {
+            owners: &mut self.owners,
+            plugin,
+            list: &mut self.others,
+            index: &mut self.update_index,
+            event: Event::Update {
+                ctr_id: &req.container.id,
+                merged: &mut self.target,
+                resources: &mut req.linux_resources,
+            },
+        }
+        .merge(rpl.update)
+    }
+
+    /// Who set what (tests inspect it; the runtime only needs it for creation).
+    #[cfg(test)]
+    pub fn owners(&self) -> &OwningPlugins {
+        &self.owners
+    }
+
+    /// The other containers' updates in first-seen order, then the updated
+    /// container's own merged update, always last.
+    ///
+    /// Upstream puts a nil pointer last when no plugin updated the container
+    /// (so the list is never empty); here that element is
+    /// `ContainerUpdate::default()`, recognizable by its empty container ID.
+    pub fn into_response(self) -> UpdateContainerResponse {
+        let mut update = self.others;
+        update.push(self.target.unwrap_or_default());
+        UpdateContainerResponse {
+            update,
+            ..Default::default()
+        }
+    }
+}
+
+/// The merged outcome of a StopContainer event so far.
+#[derive(Default)]
+pub struct StopResult {
+    owners: OwningPlugins,
+    reply: StopContainerResponse,
+    update_index: HashMap<String, usize>,
+}
+
+impl StopResult {
+    /// An empty result: a StopContainer request has nothing to normalize.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Merges one plugin's updates of other containers.
+    pub fn apply(&mut self, plugin: &str, rpl: StopContainerResponse) -> Result<(), MergeError> {
+        UpdateMerge {
+            owners: &mut self.owners,
+            plugin,
+            list: &mut self.reply.update,
+            index: &mut self.update_index,
+            event: Event::Stop,
+        }
+        .merge(rpl.update)
+    }
+
+    /// Who set what (tests inspect it; the runtime only needs it for creation).
+    #[cfg(test)]
+    pub fn owners(&self) -> &OwningPlugins {
+        &self.owners
+    }
+
+    /// The merged updates, in first-seen order.
+    pub fn into_response(self) -> StopContainerResponse {
+        self.reply
+    }
+}
+
+/// Gives the container every sub-message and collection upstream fills
+/// before the first plugin call, so merging can write into them.
+fn normalize_container(ctr: &mut Container) {
+    ctr.hooks.mut_or_insert_default();
+    let linux: &mut LinuxContainer = ctr.linux.mut_or_insert_default();
+    let resources = linux.resources.mut_or_insert_default();
+    resources.memory.mut_or_insert_default();
+    resources.cpu.mut_or_insert_default();
+}
+
+/// The reply adjustment before any plugin answered: every part present and
+/// empty, as upstream returns it.
+fn empty_adjustment() -> ContainerAdjustment {
+    ContainerAdjustment {
+        hooks: MessageField::some(Hooks::default()),
+        linux: MessageField::some(LinuxContainerAdjustment {
+            resources: MessageField::some(LinuxResources {
+                memory: MessageField::some(LinuxMemory::default()),
+                cpu: MessageField::some(LinuxCPU::default()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests;
