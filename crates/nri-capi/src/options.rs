@@ -209,12 +209,8 @@ pub unsafe extern "C" fn nri_options_set_default_validator(
     with_options(opts, err, |o| {
         // SAFETY: guaranteed by the caller.
         let text = unsafe { str_arg("config", config) }?;
-        let cfg: DefaultValidatorConfig = if text.trim().is_empty() {
-            DefaultValidatorConfig::default()
-        } else {
-            serde_yaml::from_str(text)
-                .map_err(|e| Failure::invalid(format!("invalid default validator config: {e}")))?
-        };
+        let cfg = DefaultValidatorConfig::from_yaml(text)
+            .map_err(|e| Failure::invalid(format!("invalid default validator config: {e}")))?;
         *o = std::mem::take(o).default_validator(cfg);
         Ok(())
     })

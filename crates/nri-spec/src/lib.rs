@@ -42,6 +42,7 @@ use nri_api::{ContainerAdjustment, LinuxResources, OptionalValue};
 mod convert;
 mod error;
 mod init;
+pub mod json;
 mod linux;
 mod mounts;
 mod process;

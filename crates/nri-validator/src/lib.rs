@@ -107,6 +107,24 @@ pub struct DefaultValidatorConfig {
     pub tolerate_missing_annotation: String,
 }
 
+impl DefaultValidatorConfig {
+    /// Parses a configuration given as YAML or JSON with upstream's keys
+    /// (`enable`, `rejectOCIHookAdjustment`, `requiredPlugins`,
+    /// `tolerateMissingPluginsAnnotation`, ...). Blank text is the default
+    /// configuration, which leaves the validator off.
+    pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
+        if text.trim().is_empty() {
+            return Ok(Self::default());
+        }
+        serde_yaml::from_str(text).map_err(|e| ConfigError(e.to_string()))
+    }
+}
+
+/// Why a default validator configuration does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(String);
+
 /// Reads an explicit null as the type's default, as Go's decoders do.
 fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
 where
