@@ -316,7 +316,7 @@ result_name() {
 # flags) and, for the nri-rs flavor, every file nri-rs contributes (the
 # overlay, go/adaptation, nri.h, libnri.a). Sets BUILD_SECS.
 build_cached() {
-    local bin=$1 func=$2 desc=$3 key t
+    local bin=$1 func=$2 desc=$3 key t rc
     t=$(date +%s)
     key=$(
         {
@@ -333,7 +333,17 @@ build_cached() {
         log "building $(basename "$bin") into $bin"
         rm -rf "$bin"
         mkdir -p "$bin"
-        ("$func" "$bin") || die "building $(basename "$bin") failed"
+        # Not `(...) || die`: bash ignores set -e in a command whose status
+        # || tests, so a failed step of FUNC would not stop it, and a build
+        # whose last step passed would be cached.
+        set +e
+        (
+            set -e
+            "$func" "$bin"
+        )
+        rc=$?
+        set -e
+        [ "$rc" = 0 ] || die "building $(basename "$bin") failed"
         echo "$key" >"$bin/.key"
     fi
     # shellcheck disable=SC2034 # read by the sourcing script's summary
