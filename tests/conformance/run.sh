@@ -23,6 +23,7 @@ upstream=$(cd "$root/go" && go mod download -json "github.com/containerd/nri@$ve
     sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 [ -d "$upstream/pkg/adaptation" ] || { echo "upstream NRI $version not in the module cache" >&2; exit 1; }
 
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() { rm -f "$pkg"/zz_upstream_*_test.go; }
 trap cleanup EXIT
 for f in adaptation_suite_test.go suite_test.go; do
@@ -50,7 +51,9 @@ if [ -z "$summary" ]; then
 fi
 num() { echo "$summary" | grep -oE "[0-9]+ $1" | grep -oE '^[0-9]+' || echo 0; }
 passed=$(num Passed); failed=$(num Failed); skipped=$(num Skipped)
-[ "$rc" -ne 0 ] && grep -E '^\s*\[FAIL\]|DATA RACE|race detected' "$log" | sort -u || true
+if [ "$rc" -ne 0 ]; then
+    grep -E '^\s*\[FAIL\]|DATA RACE|race detected' "$log" | sort -u || true
+fi
 echo "upstream NRI $version pkg/adaptation suite on nri-rs: $passed passed, $failed failed, $skipped skipped (known differences)"
 rm -f "$log"
 exit "$rc"

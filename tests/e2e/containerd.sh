@@ -22,6 +22,7 @@
 #
 # Needs root, Go, cargo, gcc and the Debian packages runc,
 # containernetworking-plugins, busybox-static (see .ci/run).
+# shellcheck source-path=SCRIPTDIR
 source "$(dirname "$0")/lib.sh"
 
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}

@@ -21,6 +21,7 @@
 #
 # Needs root, Go, cargo, gcc and the Debian packages runc, conmon, skopeo,
 # containernetworking-plugins, busybox-static (see .ci/run).
+# shellcheck source-path=SCRIPTDIR
 source "$(dirname "$0")/lib.sh"
 
 CRIO_VERSION=${CRIO_VERSION:-v1.36.3}

@@ -52,8 +52,9 @@ need_static_libc() {
 }
 
 need_cgroups() {
-    [ -d /sys/fs/cgroup ] && [ -n "$(ls -A /sys/fs/cgroup 2>/dev/null)" ] ||
+    if [ ! -d /sys/fs/cgroup ] || [ -z "$(ls -A /sys/fs/cgroup 2>/dev/null)" ]; then
         die "no cgroup filesystem at /sys/fs/cgroup: containers cannot run here"
+    fi
 }
 
 # need_common: what both runs need (root, toolchains, runc, busybox, CNI
@@ -163,19 +164,20 @@ force_delete_containers() {
 }
 
 teardown_workdir() {
-    local dir=$E2E_WORK pids m tries leftover=0
+    local dir=$E2E_WORK pids m roots leftover=0
     [ -n "$dir" ] && [ -d "$dir" ] || return 0
     # The daemon is gone by now (its supervisor's cleanup ran first); what
     # is left are containers, shims/monitors and their children.
-    force_delete_containers $(find "$dir" -maxdepth 4 -type d -name 'runc*' 2>/dev/null)
-    for tries in 1 2 3 4 5; do
+    mapfile -t roots < <(find "$dir" -maxdepth 4 -type d -name 'runc*' 2>/dev/null)
+    force_delete_containers "${roots[@]}"
+    for _ in 1 2 3 4 5; do
         pids=$(pids_under "$dir")
         [ -z "$pids" ] && break
-        # shellcheck disable=SC2086
+        # shellcheck disable=SC2086 # one pid a word, split on purpose
         kill -KILL $pids 2>/dev/null || true
         sleep 0.5
     done
-    for tries in 1 2 3; do
+    for _ in 1 2 3; do
         for m in $(mounts_under "$dir"); do
             umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
         done
@@ -194,7 +196,7 @@ teardown_workdir() {
     fi
     pids=$(pids_under "$dir")
     if [ -n "$pids" ]; then
-        log "teardown: processes still running: $(echo $pids)"
+        log "teardown: processes still running: ${pids//$'\n'/ }"
         leftover=1
     fi
     if [ -n "$(mounts_under "$dir")" ]; then
@@ -232,7 +234,9 @@ prepare_source() {
     log "fetching $module@$version through the Go module proxy"
     dir=$(cd "$E2E_BUILD" && GOFLAGS=-mod=mod go mod download -json "$module@$version" |
         sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-    [ -n "$dir" ] && [ -f "$dir/go.mod" ] || die "could not download $module@$version from the Go module proxy"
+    if [ -z "$dir" ] || [ ! -f "$dir/go.mod" ]; then
+        die "could not download $module@$version from the Go module proxy"
+    fi
     tmp=$src.tmp
     rm -rf "$tmp" "$src"
     cp -r "$dir" "$tmp"
@@ -241,7 +245,7 @@ prepare_source() {
         (cd "$tmp" && "$hook") >&2 || die "preparing $name $version failed"
     fi
     log "vendoring $name $version (go mod vendor)"
-    (cd "$tmp" && GOFLAGS= nice -n 10 go mod vendor) >&2 || die "go mod vendor failed for $name $version"
+    (cd "$tmp" && GOFLAGS='' nice -n 10 go mod vendor) >&2 || die "go mod vendor failed for $name $version"
     touch "$tmp/.nrirs-e2e-ready"
     mv "$tmp" "$src"
     echo "$src"
@@ -293,6 +297,7 @@ setup_flavor() {
     fi
     nri_rs_env
     "$E2E_HERE/overlay.sh" "$2/vendor/github.com/containerd/nri/pkg/adaptation" "$3" "$overlay"
+    # shellcheck disable=SC2034 # read by the sourcing script's builds
     OVERLAY_FLAG=(-overlay "$overlay")
 }
 
@@ -311,7 +316,7 @@ result_name() {
 # flags) and, for the nri-rs flavor, every file nri-rs contributes (the
 # overlay, go/adaptation, nri.h, libnri.a). Sets BUILD_SECS.
 build_cached() {
-    local bin=$1 func=$2 desc=$3 key t
+    local bin=$1 func=$2 desc=$3 key t rc
     t=$(date +%s)
     key=$(
         {
@@ -328,9 +333,20 @@ build_cached() {
         log "building $(basename "$bin") into $bin"
         rm -rf "$bin"
         mkdir -p "$bin"
-        ("$func" "$bin") || die "building $(basename "$bin") failed"
+        # Not `(...) || die`: bash ignores set -e in a command whose status
+        # || tests, so a failed step of FUNC would not stop it, and a build
+        # whose last step passed would be cached.
+        set +e
+        (
+            set -e
+            "$func" "$bin"
+        )
+        rc=$?
+        set -e
+        [ "$rc" = 0 ] || die "building $(basename "$bin") failed"
         echo "$key" >"$bin/.key"
     fi
+    # shellcheck disable=SC2034 # read by the sourcing script's summary
     BUILD_SECS=$(($(date +%s) - t))
 }
 
@@ -368,7 +384,7 @@ pause_rootfs() {
 # oci_archive OUT NAME ROOTFS CMD...: an OCI image layout tarball holding one
 # image, named NAME (io.containerd.image.name; ref.name is the tag).
 oci_archive() {
-    local out=$1 name=$2 rootfs=$3 d arch layer ldig lsize cdig csize mdig msize cmd="" a
+    local out=$1 name=$2 rootfs=$3 d arch ldig lsize cdig csize mdig msize cmd="" a
     shift 3
     for a in "$@"; do cmd+="${cmd:+,}\"$a\""; done
     arch=$(image_arch)
@@ -495,9 +511,10 @@ stop_supervisor() {
     E2E_SUPERVISOR=
 }
 
-# wait_for SECONDS WHAT CMD...: until CMD succeeds.
+# wait_for SECONDS WHAT CMD...: until CMD succeeds. WHAT names the wait
+# for the reader of the call; the caller reports a timeout.
 wait_for() {
-    local secs=$1 what=$2 i
+    local secs=$1 i
     shift 2
     for ((i = 0; i < secs * 4; i++)); do
         "$@" >/dev/null 2>&1 && return 0
@@ -551,6 +568,7 @@ count_results() {
     local logf=$1 expected=$2 t
     PASSED=$(grep -cE '^--- PASS: ' "$logf" || true)
     FAILED=$(grep -cE '^--- FAIL: ' "$logf" || true)
+    # shellcheck disable=SC2034 # read by the sourcing script's summary
     SKIPPED=$(grep -cE '^--- SKIP: ' "$logf" || true)
     while read -r t; do
         [ -n "$t" ] || continue
@@ -600,7 +618,9 @@ run_tests() {
     if [ "$FAILED" != 0 ] || [ -n "$RETRIED" ]; then
         E2E_KEEP=1
     fi
-    [ "${E2E_KEEP:-0}" = 1 ] && log "logs: $E2E_WORK" || true
+    if [ "${E2E_KEEP:-0}" = 1 ]; then
+        log "logs: $E2E_WORK"
+    fi
 }
 
 # go_test_binary BIN REGEXP LOG ARGS...: one run of a Go test binary, its
