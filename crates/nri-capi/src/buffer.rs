@@ -131,6 +131,9 @@ pub(crate) unsafe fn write_out<T>(what: &str, out: *mut T, value: T) -> Result<(
 }
 
 #[cfg(test)]
+// Tests call the C ABI as C does, on values they made a line before;
+// a SAFETY comment on each call would repeat that.
+#[allow(clippy::undocumented_unsafe_blocks)]
 mod tests {
     use super::*;
     use nri_api::CreateContainerRequest;

@@ -38,6 +38,7 @@ pub(crate) struct UserData {
 // SAFETY: the header documents that callbacks, and so their user data, may
 // be used from any thread, concurrently.
 unsafe impl Send for UserData {}
+// SAFETY: as for Send; the library itself never dereferences `ptr`.
 unsafe impl Sync for UserData {}
 
 impl UserData {

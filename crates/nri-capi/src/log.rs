@@ -40,6 +40,7 @@ struct Sink {
 // SAFETY: the header documents that the log callback and its user data may
 // be used from any thread, concurrently.
 unsafe impl Send for Sink {}
+// SAFETY: as for Send; the sink is only read, under SINK's lock.
 unsafe impl Sync for Sink {}
 
 static SINK: RwLock<Option<Sink>> = RwLock::new(None);

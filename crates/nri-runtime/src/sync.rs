@@ -39,6 +39,9 @@ const PODS: u32 = 1;
 const CONTAINERS: u32 = 2;
 const MORE: u32 = 3;
 
+/// One encoding per object, in order.
+pub(crate) type EncodedObjects = Vec<Vec<u8>>;
+
 /// The runtime's state as plugins receive it: each pod and container as its
 /// encoded bytes. Synchronizing forwards these bytes into its messages and
 /// never decodes them, however many plugins are synchronized.
@@ -84,8 +87,8 @@ impl<'a> EncodedState<'a> {
     pub(crate) fn encode(
         pods: &[PodSandbox],
         containers: &[Container],
-    ) -> protobuf::Result<(Vec<Vec<u8>>, Vec<Vec<u8>>)> {
-        fn each<M: Message>(objs: &[M]) -> protobuf::Result<Vec<Vec<u8>>> {
+    ) -> protobuf::Result<(EncodedObjects, EncodedObjects)> {
+        fn each<M: Message>(objs: &[M]) -> protobuf::Result<EncodedObjects> {
             objs.iter().map(M::write_to_bytes).collect()
         }
         Ok((each(pods)?, each(containers)?))
@@ -382,7 +385,7 @@ mod tests {
         .unwrap();
         for (what, bad) in [
             ("truncated", good[..good.len() - 1].to_vec()),
-            ("length past the end", vec![PODS as u8 * 8 | 2, 100, 1, 2]),
+            ("length past the end", vec![(PODS as u8 * 8) | 2, 100, 1, 2]),
             ("pods as a varint", vec![PODS as u8 * 8, 1]),
             ("field number 0", vec![2, 0]),
             ("unterminated varint", vec![0xff; 11]),

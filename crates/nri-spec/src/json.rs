@@ -123,7 +123,10 @@ fn pids_limit_unset(resources: &Value) -> bool {
 }
 
 /// Parses `value` as `T`, refusing (unless `lossy`) anything `T` drops.
-pub fn from_value<T: DeserializeOwned + Serialize>(value: Value, lossy: bool) -> Result<T, JsonError> {
+pub fn from_value<T: DeserializeOwned + Serialize>(
+    value: Value,
+    lossy: bool,
+) -> Result<T, JsonError> {
     let parsed: T = serde_json::from_value(value.clone())
         .map_err(|e| invalid_spec(format!("invalid spec: {e}")))?;
     if !lossy {

@@ -145,8 +145,9 @@ pub fn parse(content: &str) -> Result<HookConfig, String> {
 
 fn exists(path: &str) -> bool {
     // faccessat(F_OK, AT_EACCESS), as upstream's check.
-    CString::new(path).is_ok_and(|c| unsafe {
-        libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::F_OK, libc::AT_EACCESS) == 0
+    CString::new(path).is_ok_and(|c| {
+        // SAFETY: `c` is a NUL-terminated string that outlives the call.
+        unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::F_OK, libc::AT_EACCESS) == 0 }
     })
 }
 

@@ -356,6 +356,7 @@ mod tests {
     #[test]
     fn inject_and_release_between_namespaces() {
         let skip = |why: &str| eprintln!("skipped: {why}");
+        // SAFETY: geteuid(2) has no preconditions.
         if unsafe { libc::geteuid() } != 0 || Command::new("ip").arg("-V").output().is_err() {
             return skip("needs root and ip");
         }

@@ -57,6 +57,7 @@ pub(super) fn callback_error(message: impl Into<String>) -> BoxError {
     Box::new(CallbackError(message.into()))
 }
 
+/// Calls a callback with a fresh reply and returns the reply's data.
 pub(super) fn call(f: impl FnOnce(*mut nri_reply)) -> Result<Vec<u8>, BoxError> {
     let mut reply = nri_reply::default();
     f(&mut reply);

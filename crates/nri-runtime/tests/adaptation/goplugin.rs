@@ -328,10 +328,8 @@ async fn a_plugin_that_stops_reading_costs_one_timeout() {
     h.connect("good", "50", good_plugin());
     h.wait_plugins(2).await;
     // SAFETY: plain kill(2) on our own child.
-    assert_eq!(
-        unsafe { libc::kill(frozen.child.id() as i32, libc::SIGSTOP) },
-        0
-    );
+    let stopped = unsafe { libc::kill(frozen.child.id() as i32, libc::SIGSTOP) };
+    assert_eq!(stopped, 0);
 
     // 2 MiB of request: far more than the socket buffers hold.
     let mut req = create_req("p", "big");

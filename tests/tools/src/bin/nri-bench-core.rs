@@ -28,8 +28,9 @@ use nri_stub::api::{ContainerUpdate, CreateContainerRequest};
 use protobuf::Message;
 
 fn cpu_time() -> Duration {
-    // SAFETY: getrusage writes into the zeroed struct we own.
+    // SAFETY: rusage is plain integers, for which all zeroes is valid.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct we own.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(ru.ru_utime) + tv(ru.ru_stime)
