@@ -76,7 +76,11 @@ git ls-files -z >"$tmp/ours"
 python3 - "$here/provenance-allow.txt" "$tmp/ours" "${dirs[@]}" <<'PY'
 import hashlib, os, re, sys
 
-MIN = 40  # see docs/PROVENANCE.md: shorter lines coincide by chance
+# Shortest text compared, per kind (docs/PROVENANCE.md says why): shorter
+# comments are labels anyone writes ("// Container updates"); Markdown and
+# YAML lines under 40 are headings, table cells, keys and values that any
+# project of this kind shares.
+MIN_COMMENT, MIN = 24, 40
 
 # Our paths not compared, with why. (Whole-file and line checks alike.)
 EXCLUDE = {
@@ -172,7 +176,8 @@ def prose(path, data):
 
 def keyed_lines(items):
     """(line number, normalized text) of the lines long enough to compare."""
-    return [(no, t) for no, _, t in ((no, k, norm(t)) for no, k, t in items) if len(t) >= MIN]
+    return [(no, t) for no, k, t in ((no, k, norm(t)) for no, k, t in items)
+            if len(t) >= (MIN_COMMENT if k == "comment" else MIN)]
 
 def sentences(items):
     """(first line number, normalized sentence) of the sentences of each run of
@@ -180,15 +185,16 @@ def sentences(items):
     no line equal to the original's, but its sentences are."""
     out, run, prev = [], [], None
     def flush():
-        words, text = [], dict(run)  # words: (word, line number)
-        for no, t in run:
+        words, text = [], {no: t for no, t, _ in run}  # words: (word, line number)
+        least = MIN_COMMENT if run and run[0][2] == "comment" else MIN
+        for no, t, _ in run:
             words += [(w, no) for w in t.split()]
         start = 0
         for i, (w, _) in enumerate(words):
             if w.endswith((".", "!", "?")) or i == len(words) - 1:
                 sent = norm(" ".join(x for x, _ in words[start:i + 1]))
                 first = words[start][1]
-                if len(sent) >= MIN and sent != norm(text[first]):  # a whole line: the line check has it
+                if len(sent) >= least and sent != norm(text[first]):  # a whole line: the line check has it
                     out.append((first, sent))
                 start = i + 1
     for no, kind, t in items:
@@ -196,7 +202,7 @@ def sentences(items):
             flush()
             run = []
         if kind in ("comment", "markdown") and t:
-            run.append((no, t))
+            run.append((no, t, kind))
         prev = (no, kind)
     flush()
     return out
