@@ -179,10 +179,11 @@ def keyed_lines(items):
     return [(no, t) for no, k, t in ((no, k, norm(t)) for no, k, t in items)
             if len(t) >= (MIN_COMMENT if k == "comment" else MIN)]
 
-def sentences(items):
+def sentences(items, every=False):
     """(first line number, normalized sentence) of the sentences of each run of
     consecutive comment or Markdown lines: a copy re-wrapped differently has
-    no line equal to the original's, but its sentences are."""
+    no line equal to the original's, but its sentences are. Unless every, a
+    sentence that is a whole line is left to the line check."""
     out, run, prev = [], [], None
     def flush():
         words, text = [], {no: t for no, t, _ in run}  # words: (word, line number)
@@ -194,7 +195,7 @@ def sentences(items):
             if w.endswith((".", "!", "?")) or i == len(words) - 1:
                 sent = norm(" ".join(x for x, _ in words[start:i + 1]))
                 first = words[start][1]
-                if len(sent) >= least and sent != norm(text[first]):  # a whole line: the line check has it
+                if len(sent) >= least and (every or sent != norm(text[first])):
                     out.append((first, sent))
                 start = i + 1
     for no, kind, t in items:
@@ -247,7 +248,7 @@ for src in reversed(sources):
             items = prose(rel, data)
             for _, t in keyed_lines(items):
                 up_lines.setdefault(t, (label, rel))
-            for _, t in sentences(items):
+            for _, t in sentences(items, every=True):
                 up_sents.setdefault(t, (label, rel))
 
 hits = []
