@@ -192,8 +192,9 @@ func (g *Generator) AdjustHooks(hooks *nri.Hooks) {
 	}
 }
 
-// AdjustResources adjusts the (Linux) resources in the OCI Spec, without
-// their block I/O and RDT classes.
+// AdjustResources applies r's CPU, memory limit, hugepage, pids, unified and
+// device cgroup settings to the spec, then runs the resource checker; block
+// I/O and RDT classes are left to AdjustBlockIOClass and AdjustRdtClass.
 func (g *Generator) AdjustResources(r *nri.LinuxResources) error {
 	if r == nil {
 		return nil
