@@ -41,13 +41,13 @@ else
     # No proxy: fall back to the releases the module cache holds.
     offline=1
     cache="$(go env GOMODCACHE)/cache/download/$module/@v"
-    versions=$(ls "$cache" 2>/dev/null | sed -n 's/\.zip$//p' | newer || true)
+    versions=$(find "$cache" -maxdepth 1 -name 'v*.zip' -printf '%f\n' 2>/dev/null | sed 's/\.zip$//' | newer || true)
     if [ -z "$versions" ]; then
         echo "provenance: cannot list $module releases (module proxy unavailable:" \
             "$(head -1 "$tmp/err")) and the module cache has none >= $first" >&2
         exit 1
     fi
-    echo "provenance: module proxy unavailable; using cached releases only:" $versions >&2
+    echo "provenance: module proxy unavailable; using cached releases only: $(echo "$versions" | paste -sd' ')" >&2
 fi
 [ -n "$versions" ] || { echo "provenance: no $module release >= $first" >&2; exit 1; }
 
