@@ -41,37 +41,47 @@ import (
 )
 
 const (
-	// DefaultPluginPath is the default path to search for NRI plugins.
+	// DefaultPluginPath is the directory whose plugin executables are launched
+	// at Start unless WithPluginPath names another.
 	DefaultPluginPath = "/opt/nri/plugins"
-	// DefaultSocketPath is the default socket path for external plugins.
+	// DefaultSocketPath is where plugins started outside the runtime connect,
+	// unless WithSocketPath names another socket.
 	DefaultSocketPath = api.DefaultSocketPath
-	// DefaultPluginConfigPath is the drop-in directory for NRI-launched plugin configuration.
+	// DefaultPluginConfigPath holds the configuration files of the plugins the
+	// runtime launches itself (see WithPluginConfigPath).
 	DefaultPluginConfigPath = "/etc/nri/conf.d"
-	// DefaultPluginRegistrationTimeout is the default timeout for plugin registration.
+	// DefaultPluginRegistrationTimeout bounds how long a connecting plugin may
+	// take to register, until SetPluginRegistrationTimeout changes it.
 	DefaultPluginRegistrationTimeout = api.DefaultPluginRegistrationTimeout
-	// DefaultPluginRequestTimeout is the default timeout for plugins to handle a request.
+	// DefaultPluginRequestTimeout bounds how long a plugin may take to answer one
+	// event, until SetPluginRequestTimeout changes it.
 	DefaultPluginRequestTimeout = api.DefaultPluginRequestTimeout
 )
 
-// SyncFn is a container runtime function for state synchronization.
+// SyncFn is supplied by the runtime and called when a plugin connects: it
+// passes the runtime's current pods and containers to the SyncCB it is given.
 type SyncFn func(context.Context, SyncCB) error
 
-// SyncCB is an NRI function used to synchronize plugins with the runtime.
+// SyncCB hands the runtime's pods and containers to the connecting plugin and
+// returns the container updates that plugin asks for, for the runtime to apply.
 type SyncCB func(context.Context, []*PodSandbox, []*Container) ([]*ContainerUpdate, error)
 
-// UpdateFn is a container runtime function for unsolicited container updates.
+// UpdateFn is supplied by the runtime to apply container updates a plugin
+// requests on its own, outside any event; it returns the updates that failed.
 type UpdateFn func(context.Context, []*ContainerUpdate) ([]*ContainerUpdate, error)
 
 var (
-	// Used instead of nil Context in logging.
+	// The context given to log calls that have no request context.
 	noCtx = context.TODO()
 
-	// ErrWasmDisabled is returned for WASM initialization if WASM support is disabled.
+	// ErrWasmDisabled keeps upstream's error value for a WASM plugin met in a
+	// build without WASM, so code comparing errors with it still compiles.
 	// nri-rs has no WASM plugin support: WASM plugins are skipped at start.
 	ErrWasmDisabled = errors.New("WASM support is disabled (at build time)")
 )
 
-// Adaptation is the NRI abstraction for container runtime NRI adaptation/integration.
+// Adaptation is a runtime's handle on NRI: it runs the plugins and relays the
+// runtime's pod and container events to them through the Rust core.
 // It embeds sync.Mutex like upstream's, for API compatibility; the core
 // serializes events itself and never takes it.
 type Adaptation struct {
@@ -98,10 +108,11 @@ type Adaptation struct {
 	core *C.nri_adaptation
 }
 
-// Option to apply to the NRI runtime.
+// Option changes one setting of an Adaptation being made by New.
 type Option func(*Adaptation) error
 
-// WithPluginPath returns an option to override the default NRI plugin path.
+// WithPluginPath makes Start launch the plugins found in path instead of
+// DefaultPluginPath.
 func WithPluginPath(path string) Option {
 	return func(r *Adaptation) error {
 		r.pluginPath = path
@@ -109,7 +120,8 @@ func WithPluginPath(path string) Option {
 	}
 }
 
-// WithPluginConfigPath returns an option to override the default NRI plugin config path.
+// WithPluginConfigPath makes launched plugins take their configuration from
+// path instead of DefaultPluginConfigPath.
 func WithPluginConfigPath(path string) Option {
 	return func(r *Adaptation) error {
 		r.dropinPath = path
@@ -117,7 +129,8 @@ func WithPluginConfigPath(path string) Option {
 	}
 }
 
-// WithSocketPath returns an option to override the default NRI socket path.
+// WithSocketPath makes the adaptation listen for external plugins on path
+// instead of DefaultSocketPath.
 func WithSocketPath(path string) Option {
 	return func(r *Adaptation) error {
 		r.socketPath = path
@@ -125,7 +138,8 @@ func WithSocketPath(path string) Option {
 	}
 }
 
-// WithDisabledExternalConnections returns an options to disable accepting plugin connections.
+// WithDisabledExternalConnections stops the adaptation from listening on its
+// socket, so only the plugins it launches or has built in take part.
 func WithDisabledExternalConnections() Option {
 	return func(r *Adaptation) error {
 		r.dontListen = true
@@ -133,7 +147,8 @@ func WithDisabledExternalConnections() Option {
 	}
 }
 
-// WithTTRPCOptions sets extra client and server options to use for ttrpc.
+// WithTTRPCOptions takes ttrpc client and server options, for callers of
+// upstream's API.
 // nri-rs speaks ttrpc in its Rust core, so these Go options are recorded
 // and otherwise ignored.
 func WithTTRPCOptions(clientOpts []ttrpc.ClientOpts, serverOpts []ttrpc.ServerOpt) Option {
@@ -144,7 +159,8 @@ func WithTTRPCOptions(clientOpts []ttrpc.ClientOpts, serverOpts []ttrpc.ServerOp
 	}
 }
 
-// WithBuiltinPlugins sets extra builtin plugins to register.
+// WithBuiltinPlugins adds in-process plugins, run alongside the external
+// ones; they may be given more than once and accumulate.
 func WithBuiltinPlugins(plugins ...*builtin.BuiltinPlugin) Option {
 	return func(r *Adaptation) error {
 		r.builtin = append(r.builtin, plugins...)
@@ -161,7 +177,8 @@ func WithMetrics(m Metrics) Option {
 	}
 }
 
-// WithDefaultValidator sets up builtin validator plugin if it is configured.
+// WithDefaultValidator turns on the builtin default validator when cfg is
+// non-nil and enabled; otherwise it logs that the validator is off.
 // The validation itself runs in the Rust core.
 func WithDefaultValidator(cfg *validator.DefaultValidatorConfig) Option {
 	return func(r *Adaptation) error {
@@ -184,7 +201,8 @@ func WithDeprecationRecorder(d DeprecationRecorder) Option {
 
 var setupLogging sync.Once
 
-// New creates a new NRI Runtime.
+// New makes an Adaptation for the runtime called name at version, with its
+// synchronization and update functions (both required) and opts applied.
 func New(name, version string, syncFn SyncFn, updateFn UpdateFn, opts ...Option) (*Adaptation, error) {
 	if syncFn == nil {
 		return nil, fmt.Errorf("failed to create NRI adaptation, nil SyncFn")
@@ -345,7 +363,8 @@ func validatorConfigJSON(cfg *validator.DefaultValidatorConfig) (string, error) 
 	return string(b), err
 }
 
-// Start up the NRI runtime.
+// Start runs the builtin plugins and those in the plugin path, then listens
+// for external plugins unless WithDisabledExternalConnections was given.
 func (r *Adaptation) Start() error {
 	log.Infof(noCtx, "runtime interface starting up...")
 	var cerr *C.nri_error
@@ -356,7 +375,8 @@ func (r *Adaptation) Start() error {
 	return err
 }
 
-// Stop the NRI runtime.
+// Stop waits for an event under way to finish, stops listening and
+// disconnects every plugin.
 func (r *Adaptation) Stop() {
 	log.Infof(noCtx, "runtime interface shutting down...")
 	var cerr *C.nri_error
@@ -480,12 +500,13 @@ func (r *Adaptation) relayWithResponse(data []byte, rsp proto.Message, call cEve
 	return takeMessage(&buf, rsp)
 }
 
-// RunPodSandbox relays the corresponding CRI request to plugins.
+// RunPodSandbox tells the subscribed plugins that a pod sandbox is being started.
 func (r *Adaptation) RunPodSandbox(_ context.Context, req *RunPodSandboxRequest) error {
 	return r.event(api.Event_RUN_POD_SANDBOX, req, cRunPodSandbox)
 }
 
-// UpdatePodSandbox relays the corresponding CRI request to plugins.
+// UpdatePodSandbox tells the subscribed plugins about a pod sandbox's new
+// resources; the response it returns has no fields.
 func (r *Adaptation) UpdatePodSandbox(_ context.Context, req *UpdatePodSandboxRequest) (*UpdatePodSandboxResponse, error) {
 	rsp := &UpdatePodSandboxResponse{}
 	err := r.eventWithResponse(api.Event_UPDATE_POD_SANDBOX, req, rsp, cUpdatePodSandbox)
@@ -495,22 +516,24 @@ func (r *Adaptation) UpdatePodSandbox(_ context.Context, req *UpdatePodSandboxRe
 	return rsp, nil
 }
 
-// PostUpdatePodSandbox relays the corresponding CRI request to plugins.
+// PostUpdatePodSandbox tells the subscribed plugins that a pod sandbox was updated.
 func (r *Adaptation) PostUpdatePodSandbox(_ context.Context, req *PostUpdatePodSandboxRequest) error {
 	return r.event(api.Event_POST_UPDATE_POD_SANDBOX, req, cPostUpdatePodSandbox)
 }
 
-// StopPodSandbox relays the corresponding CRI request to plugins.
+// StopPodSandbox tells the subscribed plugins that a pod sandbox is stopping.
 func (r *Adaptation) StopPodSandbox(_ context.Context, req *StopPodSandboxRequest) error {
 	return r.event(api.Event_STOP_POD_SANDBOX, req, cStopPodSandbox)
 }
 
-// RemovePodSandbox relays the corresponding CRI request to plugins.
+// RemovePodSandbox tells the subscribed plugins that a pod sandbox is being removed.
 func (r *Adaptation) RemovePodSandbox(_ context.Context, req *RemovePodSandboxRequest) error {
 	return r.event(api.Event_REMOVE_POD_SANDBOX, req, cRemovePodSandbox)
 }
 
-// CreateContainer relays the corresponding CRI request to plugins.
+// CreateContainer asks the subscribed plugins for their changes to a container
+// being created and returns their merged adjustment and updates of other
+// containers, once any validators have accepted them.
 func (r *Adaptation) CreateContainer(_ context.Context, req *CreateContainerRequest) (*CreateContainerResponse, error) {
 	rsp := &CreateContainerResponse{}
 	err := r.eventWithResponse(api.Event_CREATE_CONTAINER, req, rsp, cCreateContainer)
@@ -520,22 +543,23 @@ func (r *Adaptation) CreateContainer(_ context.Context, req *CreateContainerRequ
 	return rsp, nil
 }
 
-// PostCreateContainer relays the corresponding CRI request to plugins.
+// PostCreateContainer tells the subscribed plugins that a container was created.
 func (r *Adaptation) PostCreateContainer(_ context.Context, req *PostCreateContainerRequest) error {
 	return r.event(api.Event_POST_CREATE_CONTAINER, req, cPostCreateContainer)
 }
 
-// StartContainer relays the corresponding CRI request to plugins.
+// StartContainer tells the subscribed plugins that a container is starting.
 func (r *Adaptation) StartContainer(_ context.Context, req *StartContainerRequest) error {
 	return r.event(api.Event_START_CONTAINER, req, cStartContainer)
 }
 
-// PostStartContainer relays the corresponding CRI request to plugins.
+// PostStartContainer tells the subscribed plugins that a container has started.
 func (r *Adaptation) PostStartContainer(_ context.Context, req *PostStartContainerRequest) error {
 	return r.event(api.Event_POST_START_CONTAINER, req, cPostStartContainer)
 }
 
-// UpdateContainer relays the corresponding CRI request to plugins.
+// UpdateContainer passes a container's resource update to the subscribed
+// plugins and returns the updates they ask for.
 func (r *Adaptation) UpdateContainer(_ context.Context, req *UpdateContainerRequest) (*UpdateContainerResponse, error) {
 	rsp := &UpdateContainerResponse{}
 	err := r.eventWithResponse(api.Event_UPDATE_CONTAINER, req, rsp, cUpdateContainer)
@@ -545,12 +569,13 @@ func (r *Adaptation) UpdateContainer(_ context.Context, req *UpdateContainerRequ
 	return rsp, nil
 }
 
-// PostUpdateContainer relays the corresponding CRI request to plugins.
+// PostUpdateContainer tells the subscribed plugins that a container was updated.
 func (r *Adaptation) PostUpdateContainer(_ context.Context, req *PostUpdateContainerRequest) error {
 	return r.event(api.Event_POST_UPDATE_CONTAINER, req, cPostUpdateContainer)
 }
 
-// StopContainer relays the corresponding CRI request to plugins.
+// StopContainer tells the subscribed plugins that a container is stopping and
+// returns the updates of other containers they ask for.
 func (r *Adaptation) StopContainer(_ context.Context, req *StopContainerRequest) (*StopContainerResponse, error) {
 	rsp := &StopContainerResponse{}
 	err := r.eventWithResponse(api.Event_STOP_CONTAINER, req, rsp, cStopContainer)
@@ -560,18 +585,19 @@ func (r *Adaptation) StopContainer(_ context.Context, req *StopContainerRequest)
 	return rsp, nil
 }
 
-// RemoveContainer relays the corresponding CRI request to plugins.
+// RemoveContainer tells the subscribed plugins that a container is being removed.
 func (r *Adaptation) RemoveContainer(_ context.Context, req *RemoveContainerRequest) error {
 	return r.event(api.Event_REMOVE_CONTAINER, req, cRemoveContainer)
 }
 
-// PluginSyncBlock is a handle for blocking plugin synchronization.
+// PluginSyncBlock holds plugin synchronization off until it is unblocked.
 type PluginSyncBlock struct {
 	r     *Adaptation
 	block *C.nri_plugin_sync_block
 }
 
-// BlockPluginSync blocks plugins from being synchronized/fully registered.
+// BlockPluginSync waits for any synchronization under way to end, then keeps
+// newly connecting plugins from synchronizing until Unblock; events go on.
 func (r *Adaptation) BlockPluginSync() *PluginSyncBlock {
 	var (
 		block *C.nri_plugin_sync_block
@@ -584,8 +610,8 @@ func (r *Adaptation) BlockPluginSync() *PluginSyncBlock {
 	return &PluginSyncBlock{r: r, block: block}
 }
 
-// Unblock a plugin sync. block put in place by BlockPluginSync. Safe to call
-// multiple times but only from a single goroutine.
+// Unblock lifts the block, letting waiting plugins synchronize. Calls after
+// the first do nothing; b must not be unblocked from two goroutines at once.
 func (b *PluginSyncBlock) Unblock() {
 	if b != nil && b.block != nil {
 		C.nri_plugin_sync_block_free(b.block)
@@ -595,12 +621,14 @@ func (b *PluginSyncBlock) Unblock() {
 	}
 }
 
-// SetPluginRegistrationTimeout sets the timeout for plugin registration.
+// SetPluginRegistrationTimeout changes, process-wide, how long a plugin may
+// take to register.
 func SetPluginRegistrationTimeout(t time.Duration) {
 	C.nri_set_plugin_registration_timeout(C.uint64_t(t.Milliseconds()))
 }
 
-// SetPluginRequestTimeout sets the timeout for plugins to handle a request.
+// SetPluginRequestTimeout changes, process-wide, how long a plugin may take to
+// answer an event.
 func SetPluginRequestTimeout(t time.Duration) {
 	C.nri_set_plugin_request_timeout(C.uint64_t(t.Milliseconds()))
 }

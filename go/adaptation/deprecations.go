@@ -5,19 +5,20 @@ import (
 	"fmt"
 )
 
-// DeprecationRecorder is the interface for recording NRI deprecation warnings.
+// DeprecationRecorder is told when a plugin relies on a deprecated NRI
+// feature, once per plugin, feature and event (see WithDeprecationRecorder).
 type DeprecationRecorder interface {
-	// PluginWarning records a warning for a plugin.
+	// PluginWarning reports that plugin uses deprecation d; details says how.
 	PluginWarning(ctx context.Context, d Deprecation, plugin, details string)
 }
 
-// Deprecation is the type for NRI deprecations. The values are those of
-// the core's nri_deprecation.
+// Deprecation names a deprecated NRI feature a plugin still uses. The values
+// are those of the core's nri_deprecation.
 type Deprecation int
 
 const (
-	// DeprecatedStateChange indicates that a plugin does not implement per
-	// request RPC calls, using the deprecated StateChange instead.
+	// DeprecatedStateChange means a plugin has no dedicated RPC for an event
+	// and is sent it through the old StateChange call instead.
 	DeprecatedStateChange Deprecation = iota + 1
 )
 

@@ -25,13 +25,14 @@ import (
 )
 
 const (
-	// UnlimitedPidsLimit indicates unlimited Linux PIDs limit.
+	// UnlimitedPidsLimit is the pids limit that means no limit: given to
+	// SetLinuxResourcesPidsLimit, it leaves the spec's limit alone.
 	UnlimitedPidsLimit = -1
 )
 
-// UnderlyingGenerator is the interface for
-// [github.com/opencontainers/runtime-tools/generate.Generator], the same
-// as upstream's. This package uses only Spec (to find the spec) and,
+// UnderlyingGenerator lists the methods of
+// [github.com/opencontainers/runtime-tools/generate.Generator] that a
+// Generator wraps; the set is upstream's. This package uses only Spec (to find the spec) and,
 // after changing the environment, ClearProcessEnv and AddProcessEnv, so a
 // generator that keeps state about the environment stays in step.
 type UnderlyingGenerator interface {
@@ -71,11 +72,11 @@ type UnderlyingGenerator interface {
 	Spec() *rspec.Spec
 }
 
-// GeneratorOption is an option for Generator().
+// GeneratorOption configures a Generator as SpecGenerator makes it.
 type GeneratorOption func(*Generator)
 
-// Generator extends a stock runtime-tools Generator with functions for
-// handling NRI container adjustment.
+// Generator wraps a runtime-tools generator and adds the methods that apply
+// NRI adjustments and updates to the spec it works on (Config).
 type Generator struct {
 	UnderlyingGenerator
 	Config            *rspec.Spec
@@ -87,7 +88,7 @@ type Generator struct {
 	checkResources    func(*rspec.LinuxResources) error
 }
 
-// SpecGenerator returns a wrapped OCI Spec Generator.
+// SpecGenerator wraps gg, whose spec becomes Config, and applies opts.
 func SpecGenerator(gg UnderlyingGenerator, opts ...GeneratorOption) *Generator {
 	g := &Generator{
 		UnderlyingGenerator: gg,
@@ -99,51 +100,55 @@ func SpecGenerator(gg UnderlyingGenerator, opts ...GeneratorOption) *Generator {
 	return g
 }
 
-// WithLabelFilter provides an option for filtering or rejecting labels.
-// As upstream, no method of Generator applies it.
+// WithLabelFilter records fn as the filter for labels, which may drop some or
+// fail. As upstream, no method of Generator applies it.
 func WithLabelFilter(fn func(map[string]string) (map[string]string, error)) GeneratorOption {
 	return func(g *Generator) {
 		g.filterLabels = fn
 	}
 }
 
-// WithAnnotationFilter provides an option for filtering or rejecting annotations.
+// WithAnnotationFilter has fn filter (or reject) an adjustment's annotations
+// before they are applied; fn sees the keys with their removal markers.
 func WithAnnotationFilter(fn func(map[string]string) (map[string]string, error)) GeneratorOption {
 	return func(g *Generator) {
 		g.filterAnnotations = fn
 	}
 }
 
-// WithBlockIOResolver specifies a function for resolving Block I/O classes by name.
+// WithBlockIOResolver has fn turn a block I/O class name into the settings
+// to use; without it, block I/O classes are ignored.
 func WithBlockIOResolver(fn func(string) (*rspec.LinuxBlockIO, error)) GeneratorOption {
 	return func(g *Generator) {
 		g.resolveBlockIO = fn
 	}
 }
 
-// WithRdtResolver specifies a function for resolving RDT classes by name.
+// WithRdtResolver has fn turn an RDT class name into the settings to use;
+// without it, RDT classes are ignored.
 func WithRdtResolver(fn func(string) (*rspec.LinuxIntelRdt, error)) GeneratorOption {
 	return func(g *Generator) {
 		g.resolveRdt = fn
 	}
 }
 
-// WithResourceChecker specifies a function to perform final resource adjustment.
+// WithResourceChecker has fn check, and possibly change, the resources once an
+// adjustment has been applied to them; its error fails the adjustment.
 func WithResourceChecker(fn func(*rspec.LinuxResources) error) GeneratorOption {
 	return func(g *Generator) {
 		g.checkResources = fn
 	}
 }
 
-// WithCDIDeviceInjector specifies a runtime-specific function to use for CDI
-// device resolution and injection into an OCI Spec.
+// WithCDIDeviceInjector gives the runtime's own way of putting CDI devices,
+// named in full, into the spec; without it, CDI devices are skipped.
 func WithCDIDeviceInjector(fn func(*rspec.Spec, []string) error) GeneratorOption {
 	return func(g *Generator) {
 		g.injectCDIDevices = fn
 	}
 }
 
-// Adjust adjusts all aspects of the OCI Spec that NRI knows/cares about.
+// Adjust applies every part of adjust to the spec, in upstream's order.
 // On error the Spec is left as it was.
 func (g *Generator) Adjust(adjust *nri.ContainerAdjustment) error {
 	if adjust == nil {
@@ -152,7 +157,8 @@ func (g *Generator) Adjust(adjust *nri.ContainerAdjustment) error {
 	return g.adjust(adjust, g.callbacks(useAll))
 }
 
-// AdjustEnv adjusts the environment of the OCI Spec.
+// AdjustEnv sets the variables env names, removes those marked "-NAME" and
+// appends the new ones.
 func (g *Generator) AdjustEnv(env []*nri.KeyValue) {
 	if len(env) == 0 {
 		return
@@ -160,7 +166,7 @@ func (g *Generator) AdjustEnv(env []*nri.KeyValue) {
 	g.mustAdjust(&nri.ContainerAdjustment{Env: env})
 }
 
-// AdjustArgs adjusts the process arguments in the OCI Spec.
+// AdjustArgs replaces the process's arguments with args, if any are given.
 func (g *Generator) AdjustArgs(args []string) {
 	if len(args) == 0 {
 		return
@@ -168,7 +174,8 @@ func (g *Generator) AdjustArgs(args []string) {
 	g.mustAdjust(&nri.ContainerAdjustment{Args: args})
 }
 
-// AdjustAnnotations adjusts the annotations in the OCI Spec. A filter's
+// AdjustAnnotations sets the annotations given, or removes those marked
+// "-key", after the annotation filter has seen them. A filter's
 // error is returned as it is, as upstream does.
 func (g *Generator) AdjustAnnotations(annotations map[string]string) error {
 	err := g.adjust(&nri.ContainerAdjustment{Annotations: annotations}, g.callbacks(useAnnotationFilter))
@@ -178,15 +185,16 @@ func (g *Generator) AdjustAnnotations(annotations map[string]string) error {
 	return err
 }
 
-// AdjustHooks adjusts the OCI hooks in the OCI Spec.
+// AdjustHooks appends each of hooks to the spec's list for its stage.
 func (g *Generator) AdjustHooks(hooks *nri.Hooks) {
 	if hooks != nil {
 		g.mustAdjust(&nri.ContainerAdjustment{Hooks: hooks})
 	}
 }
 
-// AdjustResources adjusts the (Linux) resources in the OCI Spec, without
-// their block I/O and RDT classes.
+// AdjustResources applies r's CPU, memory limit, hugepage, pids, unified and
+// device cgroup settings to the spec, then runs the resource checker; block
+// I/O and RDT classes are left to AdjustBlockIOClass and AdjustRdtClass.
 func (g *Generator) AdjustResources(r *nri.LinuxResources) error {
 	if r == nil {
 		return nil
@@ -194,7 +202,8 @@ func (g *Generator) AdjustResources(r *nri.LinuxResources) error {
 	return g.update(r, g.callbacks(useResourceChecker))
 }
 
-// AdjustBlockIOClass adjusts the block I/O class in the OCI Spec.
+// AdjustBlockIOClass replaces the spec's block I/O settings with those the
+// resolver gives for the class; with no resolver it does nothing.
 func (g *Generator) AdjustBlockIOClass(blockIOClass *string) error {
 	if blockIOClass == nil || g.resolveBlockIO == nil {
 		return nil
@@ -203,7 +212,8 @@ func (g *Generator) AdjustBlockIOClass(blockIOClass *string) error {
 	return g.update(r, g.callbacks(useBlockIOResolver))
 }
 
-// AdjustRdtClass adjusts the RDT class in the OCI Spec.
+// AdjustRdtClass replaces the spec's RDT settings with those the resolver
+// gives for the class; with no resolver it does nothing.
 func (g *Generator) AdjustRdtClass(rdtClass *string) error {
 	if rdtClass == nil || g.resolveRdt == nil {
 		return nil
@@ -212,58 +222,60 @@ func (g *Generator) AdjustRdtClass(rdtClass *string) error {
 	return g.update(r, g.callbacks(useRdtResolver))
 }
 
-// AdjustRdt adjusts the intelRdt object in the OCI Spec.
+// AdjustRdt sets the RDT fields r carries in the spec's intelRdt section,
+// clearing the section first when r asks for removal.
 func (g *Generator) AdjustRdt(r *nri.LinuxRdt) {
 	if r != nil {
 		g.mustAdjustLinux(&nri.LinuxContainerAdjustment{Rdt: r})
 	}
 }
 
-// AdjustRdtClosID adjusts the RDT CLOS id in the OCI Spec.
+// AdjustRdtClosID sets the RDT class of service (CLOS) id, if value is set.
 func (g *Generator) AdjustRdtClosID(value *string) {
 	if value != nil {
 		g.AdjustRdt(&nri.LinuxRdt{ClosId: nri.String(*value)})
 	}
 }
 
-// AdjustRdtSchemata adjusts the RDT schemata in the OCI Spec.
+// AdjustRdtSchemata sets the RDT schemata lines, if value is set.
 func (g *Generator) AdjustRdtSchemata(value *[]string) {
 	if value != nil {
 		g.AdjustRdt(&nri.LinuxRdt{Schemata: nri.RepeatedString(*value)})
 	}
 }
 
-// AdjustRdtEnableMonitoring adjusts the RDT monitoring in the OCI Spec.
+// AdjustRdtEnableMonitoring turns RDT monitoring on or off, if value is set.
 func (g *Generator) AdjustRdtEnableMonitoring(value *bool) {
 	if value != nil {
 		g.AdjustRdt(&nri.LinuxRdt{EnableMonitoring: nri.Bool(*value)})
 	}
 }
 
-// AdjustCgroupsPath adjusts the cgroup pseudofs path in the OCI Spec.
+// AdjustCgroupsPath makes a non-empty path the container's cgroups path.
 func (g *Generator) AdjustCgroupsPath(path string) {
 	if path != "" {
 		g.mustAdjustLinux(&nri.LinuxContainerAdjustment{CgroupsPath: path})
 	}
 }
 
-// AdjustOomScoreAdj adjusts the kernel's Out-Of-Memory (OOM) killer score for the container.
-// This may override kubelet's settings for OOM score.
+// AdjustOomScoreAdj sets the process's oom_score_adj, replacing whatever the
+// spec held, including a value kubelet chose.
 func (g *Generator) AdjustOomScoreAdj(score *nri.OptionalInt) {
 	if score != nil {
 		g.mustAdjustLinux(&nri.LinuxContainerAdjustment{OomScoreAdj: score})
 	}
 }
 
-// AdjustIOPriority adjusts the IO priority of the container.
+// AdjustIOPriority sets the process's I/O priority; class IOPRIO_CLASS_NONE
+// clears it.
 func (g *Generator) AdjustIOPriority(ioprio *nri.LinuxIOPriority) {
 	if ioprio != nil {
 		g.mustAdjustLinux(&nri.LinuxContainerAdjustment{IoPriority: ioprio})
 	}
 }
 
-// AdjustSeccompPolicy adjusts the seccomp policy for the container, which may
-// override kubelet's settings for the seccomp policy.
+// AdjustSeccompPolicy puts policy in place of the spec's seccomp profile,
+// whichever profile kubelet had asked for.
 func (g *Generator) AdjustSeccompPolicy(policy *nri.LinuxSeccomp) error {
 	if policy == nil {
 		return nil
@@ -271,7 +283,8 @@ func (g *Generator) AdjustSeccompPolicy(policy *nri.LinuxSeccomp) error {
 	return g.adjustLinux(&nri.LinuxContainerAdjustment{SeccompPolicy: policy})
 }
 
-// AdjustNamespaces adds or replaces namespaces in the OCI Spec.
+// AdjustNamespaces gives each namespace type listed its new path, appending
+// the types the spec lacks; a type marked "-type" is removed.
 func (g *Generator) AdjustNamespaces(namespaces []*nri.LinuxNamespace) error {
 	if len(namespaces) == 0 {
 		return nil
@@ -279,7 +292,8 @@ func (g *Generator) AdjustNamespaces(namespaces []*nri.LinuxNamespace) error {
 	return g.adjustLinux(&nri.LinuxContainerAdjustment{Namespaces: namespaces})
 }
 
-// AdjustSysctl adds, replaces, or removes the sysctl settings in the OCI Spec.
+// AdjustSysctl sets each sysctl key given to its value; a key marked "-key"
+// is removed.
 func (g *Generator) AdjustSysctl(sysctl map[string]string) error {
 	if len(sysctl) == 0 {
 		return nil
@@ -287,21 +301,24 @@ func (g *Generator) AdjustSysctl(sysctl map[string]string) error {
 	return g.adjustLinux(&nri.LinuxContainerAdjustment{Sysctl: sysctl})
 }
 
-// AdjustLinuxScheduler adjusts linux scheduling policy parameters.
+// AdjustLinuxScheduler sets the process's scheduling policy and its
+// parameters; policy SCHED_NONE clears them.
 func (g *Generator) AdjustLinuxScheduler(sch *nri.LinuxScheduler) {
 	if sch != nil {
 		g.mustAdjustLinux(&nri.LinuxContainerAdjustment{Scheduler: sch})
 	}
 }
 
-// AdjustMemoryPolicy adjusts default memory policy (set_mempolicy) for the container.
+// AdjustMemoryPolicy puts memoryPolicy in place of the spec's Linux memory
+// policy (the set_mempolicy mode, nodes and flags).
 func (g *Generator) AdjustMemoryPolicy(memoryPolicy *nri.LinuxMemoryPolicy) {
 	if memoryPolicy != nil {
 		g.mustAdjustLinux(&nri.LinuxContainerAdjustment{MemoryPolicy: memoryPolicy})
 	}
 }
 
-// AdjustDevices adjusts the (Linux) devices in the OCI Spec.
+// AdjustDevices puts each device at its path, allowing it in the device
+// cgroup; a path marked "-path" removes the device there.
 func (g *Generator) AdjustDevices(devices []*nri.LinuxDevice) {
 	if len(devices) == 0 {
 		return
@@ -309,7 +326,8 @@ func (g *Generator) AdjustDevices(devices []*nri.LinuxDevice) {
 	g.mustAdjustLinux(&nri.LinuxContainerAdjustment{Devices: devices})
 }
 
-// AdjustLinuxNetDevices adjusts the linux net devices in the OCI Spec.
+// AdjustLinuxNetDevices sets the network devices to move into the container,
+// keyed by host interface name; a key marked "-name" is removed.
 func (g *Generator) AdjustLinuxNetDevices(devices map[string]*nri.LinuxNetDevice) error {
 	if len(devices) == 0 {
 		return nil
@@ -317,10 +335,9 @@ func (g *Generator) AdjustLinuxNetDevices(devices map[string]*nri.LinuxNetDevice
 	return g.adjustLinux(&nri.LinuxContainerAdjustment{NetDevices: devices})
 }
 
-// InjectCDIDevices injects the requested CDI devices into the OCI Spec.
-// Devices are given by their fully qualified CDI device names. The
-// actual device injection is done using a runtime-specific CDI
-// injection function, set using the WithCDIDeviceInjector option.
+// InjectCDIDevices hands the fully qualified names of devices to the
+// injector given with WithCDIDeviceInjector, which edits the spec; with no
+// injector, or no devices, it does nothing.
 // The injector's error is returned as it is, and the Spec put back as it
 // was.
 func (g *Generator) InjectCDIDevices(devices []*nri.CDIDevice) error {
@@ -330,7 +347,7 @@ func (g *Generator) InjectCDIDevices(devices []*nri.CDIDevice) error {
 	return g.adjust(&nri.ContainerAdjustment{CDIDevices: devices}, g.callbacks(useCDIInjector))
 }
 
-// AdjustRlimits adjusts the (Linux) POSIX resource limits in the OCI Spec.
+// AdjustRlimits appends each POSIX rlimit given to the process's list.
 func (g *Generator) AdjustRlimits(rlimits []*nri.POSIXRlimit) error {
 	if len(rlimits) == 0 {
 		return nil
@@ -338,7 +355,8 @@ func (g *Generator) AdjustRlimits(rlimits []*nri.POSIXRlimit) error {
 	return g.adjust(&nri.ContainerAdjustment{Rlimits: rlimits}, nil)
 }
 
-// AdjustMounts adjusts the mounts in the OCI Spec.
+// AdjustMounts puts each mount at its destination, replacing the one there (a
+// destination marked "-dest" only removes), then sorts the mounts.
 func (g *Generator) AdjustMounts(mounts []*nri.Mount) error {
 	if len(mounts) == 0 {
 		return nil

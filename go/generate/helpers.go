@@ -1,7 +1,7 @@
 package generate
 
-// Setters upstream adds next to its generator (it calls them "could be
-// added to the stock Spec generator"). They take runtime-spec values and
+// Setters upstream adds next to its generator, as candidates for the stock
+// runtime-tools generator. They take runtime-spec values and
 // only set fields, with no NRI rule involved, so they work on g.Config
 // directly in Go, creating the sections they need as empty ones.
 
@@ -14,53 +14,54 @@ import (
 	"github.com/nri-rs/nri-rs/go/generate/internal/ensure"
 )
 
-// AddCreateRuntimeHook adds a hooks new CreateRuntime hooks.
+// AddCreateRuntimeHook appends hook to the spec's createRuntime hooks.
 func (g *Generator) AddCreateRuntimeHook(hook rspec.Hook) {
 	h := g.hooks()
 	h.CreateRuntime = append(h.CreateRuntime, hook)
 }
 
-// AddCreateContainerHook adds a hooks new CreateContainer hooks.
+// AddCreateContainerHook appends hook to the spec's createContainer hooks.
 func (g *Generator) AddCreateContainerHook(hook rspec.Hook) {
 	h := g.hooks()
 	h.CreateContainer = append(h.CreateContainer, hook)
 }
 
-// AddStartContainerHook adds a hooks new StartContainer hooks.
+// AddStartContainerHook appends hook to the spec's startContainer hooks.
 func (g *Generator) AddStartContainerHook(hook rspec.Hook) {
 	h := g.hooks()
 	h.StartContainer = append(h.StartContainer, hook)
 }
 
-// ClearLinuxIntelRdt clears RDT CLOS.
+// ClearLinuxIntelRdt drops the spec's whole intelRdt section.
 func (g *Generator) ClearLinuxIntelRdt() { g.linux().IntelRdt = nil }
 
-// SetLinuxIntelRdt sets RDT CLOS.
+// SetLinuxIntelRdt puts rdt in place of the spec's intelRdt section.
 func (g *Generator) SetLinuxIntelRdt(rdt *rspec.LinuxIntelRdt) { g.linux().IntelRdt = rdt }
 
-// SetLinuxIntelRdtClosID sets g.Config.Linux.IntelRdt.ClosID
+// SetLinuxIntelRdtClosID stores closID as the intelRdt class of service id.
 func (g *Generator) SetLinuxIntelRdtClosID(closID string) { g.intelRdt().ClosID = closID }
 
-// SetLinuxIntelRdtEnableMonitoring sets g.Config.Linux.IntelRdt.EnableMonitoring
+// SetLinuxIntelRdtEnableMonitoring switches intelRdt monitoring to value.
 func (g *Generator) SetLinuxIntelRdtEnableMonitoring(value bool) {
 	g.intelRdt().EnableMonitoring = value
 }
 
-// SetLinuxIntelRdtSchemata sets g.Config.Linux.IntelRdt.Schemata
+// SetLinuxIntelRdtSchemata stores a copy of schemata as the intelRdt schemata.
 func (g *Generator) SetLinuxIntelRdtSchemata(schemata []string) {
 	g.intelRdt().Schemata = slices.Clone(schemata)
 }
 
-// ClearLinuxResourcesBlockIO clears Block I/O settings.
+// ClearLinuxResourcesBlockIO drops the block I/O part of the resources.
 func (g *Generator) ClearLinuxResourcesBlockIO() { g.resources().BlockIO = nil }
 
-// SetLinuxResourcesBlockIO sets Block I/O settings.
+// SetLinuxResourcesBlockIO puts blockIO in place of the resources' block I/O
+// part.
 func (g *Generator) SetLinuxResourcesBlockIO(blockIO *rspec.LinuxBlockIO) {
 	g.resources().BlockIO = blockIO
 }
 
-// SetProcessIOPriority sets the (Linux) IO priority of the container. A
-// priority without a class clears it.
+// SetProcessIOPriority puts ioprio in place of the process's I/O priority;
+// one without a class clears it.
 func (g *Generator) SetProcessIOPriority(ioprio *rspec.LinuxIOPriority) {
 	p := g.process()
 	if ioprio != nil && ioprio.Class == "" {
@@ -69,11 +70,10 @@ func (g *Generator) SetProcessIOPriority(ioprio *rspec.LinuxIOPriority) {
 	p.IOPriority = ioprio
 }
 
-// SetLinuxResourcesPidsLimit sets Linux PID limit. Starting with
-// v1.3.0 opencontainers/runtime-spec switched the PID limit to
-// *int64 from int64 with nil meaning "unlimited". The API types keep
-// int64, so UnlimitedPidsLimit (or less) leaves the limit as it is; a pids
-// section is created either way.
+// SetLinuxResourcesPidsLimit stores limit as the pids cgroup limit. The
+// runtime-spec field is a pointer (nil: no limit) since its v1.3.0, but
+// NRI's value is a plain int64, so UnlimitedPidsLimit (or less) leaves the
+// limit as it is; a pids section is created either way.
 func (g *Generator) SetLinuxResourcesPidsLimit(limit int64) {
 	pids := ensure.Ptr(&g.resources().Pids)
 	if limit > UnlimitedPidsLimit {
@@ -81,17 +81,18 @@ func (g *Generator) SetLinuxResourcesPidsLimit(limit int64) {
 	}
 }
 
-// AddLinuxNetDevice adds a new Linux net device (nil: nothing).
+// AddLinuxNetDevice records device as the one to move in from host interface
+// hostDev (nil: nothing).
 func (g *Generator) AddLinuxNetDevice(hostDev string, device *nri.LinuxNetDevice) {
 	if device != nil {
 		g.netDevices()[hostDev] = device.ToOCI()
 	}
 }
 
-// RemoveLinuxNetDevice removes a Linux net device.
+// RemoveLinuxNetDevice drops the network device of host interface hostDev.
 func (g *Generator) RemoveLinuxNetDevice(hostDev string) { delete(g.netDevices(), hostDev) }
 
-// SetLinuxMemoryPolicy sets the given Linux memory policy. A policy
+// SetLinuxMemoryPolicy puts mpol in place of the spec's memory policy; one
 // without a mode clears it.
 func (g *Generator) SetLinuxMemoryPolicy(mpol *rspec.LinuxMemoryPolicy) {
 	l := g.linux()
