@@ -4,7 +4,10 @@
 CARGO      ?= cargo
 GO         ?= go
 CBINDGEN_VERSION := 0.29.4
-TOOLS      := $(CURDIR)/build/tools
+# Pinned tools (cbindgen, cargo-deny) are installed here; CI points it
+# outside the clone so that a machine keeps them between runs.
+NRI_TOOLS  ?= $(CURDIR)/build/tools
+TOOLS      := $(NRI_TOOLS)
 CBINDGEN   := $(TOOLS)/bin/cbindgen
 GO_TEST_FLAGS ?= -count=1
 # The Go wrapper (go/adaptation) links the Rust staticlib through cgo.
@@ -15,7 +18,8 @@ NRI_INCLUDE_DIR := $(CURDIR)/crates/nri-capi/include
 export CGO_CFLAGS  := -I$(NRI_INCLUDE_DIR) $(or $(CGO_CFLAGS),-O2 -g)
 export CGO_LDFLAGS := -L$(NRI_LIB_DIR) $(CGO_LDFLAGS)
 
-.PHONY: all build demo demo-go example test test-rust test-go test-c conformance e2e e2e-containerd e2e-crio bench bench-run header check-header fmt clean
+LINT_PHONY := lint lint-rust lint-go lint-sh lint-deny
+.PHONY: $(LINT_PHONY) provenance all build demo demo-go example test test-rust test-go test-c conformance e2e e2e-containerd e2e-crio bench bench-run header check-header fmt clean
 
 all: build
 
@@ -38,10 +42,38 @@ example: build
 ## test: every test (Rust unit + integration, Go wrapper, wire and interop,
 ## upstream's adaptation suite, header, C tests of the ABI, containerd and
 ## CRI-O built with nri-rs running their own NRI end-to-end tests)
-test: check-header test-rust test-go conformance test-c e2e
+test: check-header provenance test-rust test-go conformance test-c e2e
 
 test-rust:
 	$(CARGO) test --workspace
+
+## provenance: fail when our prose or files repeat upstream NRI's (docs/PROVENANCE.md)
+provenance:
+	tests/provenance.sh
+
+## lint: what CI checks before `make test`: Rust formatting and clippy
+## (warnings are errors), gofmt and go vet, shellcheck on every script, and
+## cargo-deny (licences, duplicate versions, sources; advisories when the
+## RustSec database is reachable)
+CARGO_DENY_VERSION := 0.20.2
+CARGO_DENY := $(TOOLS)/bin/cargo-deny
+lint: lint-rust lint-go lint-sh lint-deny
+
+lint-rust:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+lint-go:
+	tests/lint/go.sh
+
+lint-sh:
+	tests/lint/shellcheck.sh
+
+lint-deny: $(CARGO_DENY)
+	CARGO_DENY=$(CARGO_DENY) tests/lint/deny.sh
+
+$(CARGO_DENY):
+	$(CARGO) install --locked --root $(TOOLS) cargo-deny --version $(CARGO_DENY_VERSION)
 
 # The Go tests drive the Rust binaries and staticlib built by `build`
 # (wherever CARGO_TARGET_DIR puts them); cgocheck2 checks every pointer

@@ -642,3 +642,77 @@ impl DeprecationRecorder for FfiDeprecation {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use nri_api::{Event, ALL_EVENTS};
+    use protobuf::Enum;
+
+    use super::nri_builtin_op;
+
+    /// The event an op stands for. Exhaustive, so a new op must be
+    /// placed here (and so checked below) before the crate builds.
+    fn event_of(op: nri_builtin_op) -> Option<Event> {
+        use nri_builtin_op as Op;
+        Some(match op {
+            Op::RunPodSandbox => Event::RUN_POD_SANDBOX,
+            Op::StopPodSandbox => Event::STOP_POD_SANDBOX,
+            Op::RemovePodSandbox => Event::REMOVE_POD_SANDBOX,
+            Op::CreateContainer => Event::CREATE_CONTAINER,
+            Op::PostCreateContainer => Event::POST_CREATE_CONTAINER,
+            Op::StartContainer => Event::START_CONTAINER,
+            Op::PostStartContainer => Event::POST_START_CONTAINER,
+            Op::UpdateContainer => Event::UPDATE_CONTAINER,
+            Op::PostUpdateContainer => Event::POST_UPDATE_CONTAINER,
+            Op::StopContainer => Event::STOP_CONTAINER,
+            Op::RemoveContainer => Event::REMOVE_CONTAINER,
+            Op::UpdatePodSandbox => Event::UPDATE_POD_SANDBOX,
+            Op::PostUpdatePodSandbox => Event::POST_UPDATE_POD_SANDBOX,
+            Op::ValidateContainerAdjustment => Event::VALIDATE_CONTAINER_ADJUSTMENT,
+            Op::Configure | Op::Synchronize => return None,
+        })
+    }
+
+    const EVERY_OP: [nri_builtin_op; 16] = {
+        use nri_builtin_op as Op;
+        [
+            Op::RunPodSandbox,
+            Op::StopPodSandbox,
+            Op::RemovePodSandbox,
+            Op::CreateContainer,
+            Op::PostCreateContainer,
+            Op::StartContainer,
+            Op::PostStartContainer,
+            Op::UpdateContainer,
+            Op::PostUpdateContainer,
+            Op::StopContainer,
+            Op::RemoveContainer,
+            Op::UpdatePodSandbox,
+            Op::PostUpdatePodSandbox,
+            Op::ValidateContainerAdjustment,
+            Op::Configure,
+            Op::Synchronize,
+        ]
+    };
+
+    #[test]
+    fn every_event_has_the_op_of_its_number_and_name() {
+        for event in ALL_EVENTS {
+            let op = EVERY_OP
+                .into_iter()
+                .find(|op| *op as u32 == event.value() as u32)
+                .unwrap_or_else(|| panic!("no builtin op numbered as {event:?}"));
+            assert_eq!(event_of(op), Some(event), "{op:?}");
+            assert_eq!(format!("{op:?}"), event.pretty_name());
+        }
+        let events = EVERY_OP.into_iter().filter_map(event_of).count();
+        assert_eq!(events, ALL_EVENTS.len(), "an op for an event that is not one");
+    }
+
+    #[test]
+    fn non_event_ops_are_numbered_past_every_event() {
+        for op in EVERY_OP.into_iter().filter(|op| event_of(*op).is_none()) {
+            assert!(op as u32 > Event::LAST.value() as u32, "{op:?}");
+        }
+    }
+}

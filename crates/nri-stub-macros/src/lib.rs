@@ -89,3 +89,32 @@ fn compile_error(message: &str) -> TokenStream {
         .parse()
         .expect("compile_error! parses")
 }
+
+#[cfg(test)]
+mod tests {
+    use nri_api::ALL_EVENTS;
+    use protobuf::Enum;
+
+    use super::HANDLERS;
+
+    /// `RunPodSandbox` -> `run_pod_sandbox`.
+    fn snake_case(name: &str) -> String {
+        let mut out = String::new();
+        for c in name.chars() {
+            if c.is_ascii_uppercase() && !out.is_empty() {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        }
+        out
+    }
+
+    #[test]
+    fn the_handler_table_is_the_apis_list_of_events() {
+        assert_eq!(HANDLERS.len(), ALL_EVENTS.len());
+        for ((name, number), event) in HANDLERS.iter().zip(ALL_EVENTS) {
+            assert_eq!(*number, event.value() as u32, "{name}");
+            assert_eq!(*name, snake_case(event.pretty_name()));
+        }
+    }
+}
