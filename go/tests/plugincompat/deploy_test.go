@@ -14,7 +14,7 @@ import (
 )
 
 // deployDir holds the Dockerfile and the kustomize manifests.
-const deployDir = "../../plugins/deploy"
+const deployDir = "../../../plugins/deploy"
 
 // daemonSet is the part of a rendered DaemonSet the checks look at.
 type daemonSet struct {
@@ -98,7 +98,7 @@ func TestDeployManifests(t *testing.T) {
 	plugins := deployedPlugins(t)
 	// Every plugin crate that is a sample plugin has manifests, and back.
 	for _, name := range plugins {
-		if _, err := os.Stat(filepath.Join("../../plugins", name, "Cargo.toml")); err != nil {
+		if _, err := os.Stat(filepath.Join("../../../plugins", name, "Cargo.toml")); err != nil {
 			t.Errorf("manifests for %s, but no plugin crate plugins/%s", name, name)
 		}
 	}
