@@ -35,7 +35,7 @@ cp "$root/go/go.mod" "$modfile"
 cat "$root/go/go.sum" "$root/go/tests/go.sum" | sort -u >"$scratch/go.sum"
 for m in $(cd "$root/go/tests" && go list -m -f '{{.Path}}@{{.Version}}' \
     github.com/onsi/ginkgo/v2 github.com/onsi/gomega github.com/google/go-cmp); do
-    go mod edit -modfile="$modfile" -require="$m"
+    go mod edit -require="$m" "$modfile"
 done
 for f in adaptation_suite_test.go suite_test.go; do
     sed 's#"github.com/containerd/nri/pkg/adaptation"#"github.com/nri-rs/nri-rs/go/adaptation"#' \
