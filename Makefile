@@ -33,7 +33,7 @@ demo: build
 
 ## demo-go: the same plugins under upstream's Go runtime adaptation
 demo-go: build
-	cd go && $(GO) run ./cmd/nri-demo -bin $(TARGET_DIR)/debug
+	cd go/tests && $(GO) run ./cmd/nri-demo -bin $(TARGET_DIR)/debug
 
 ## example: the Go example a runtime author reads first (go/example)
 example: build
@@ -77,13 +77,18 @@ $(CARGO_DENY):
 
 # The Go tests drive the Rust binaries and staticlib built by `build`
 # (wherever CARGO_TARGET_DIR puts them); cgocheck2 checks every pointer
-# that crosses into C.
+# that crosses into C. Two Go modules: go (the library) and go/tests (the
+# programs that test, compare and measure it, with their own dependencies);
+# `./...` stops at a module boundary, so each is vetted and tested.
+GO_MODULES := go go/tests
 GO_TEST_BINS := NRI_BENCH_BIN=$(TARGET_DIR)/debug NRI_RS_BIN_DIR=$(TARGET_DIR)/debug \
   NRI_RS_INTEROP_PLUGIN=$(TARGET_DIR)/debug/nri-interop-plugin \
   NRI_RS_LOGGER_PLUGIN=$(TARGET_DIR)/debug/nri-logger NRI_WIRE_ECHO=$(TARGET_DIR)/debug/nri-wire-echo
 test-go: build
-	cd go && $(GO) vet ./...
-	cd go && $(GO_TEST_BINS) GOEXPERIMENT=cgocheck2 $(GO) test $(GO_TEST_FLAGS) -race ./...
+	for m in $(GO_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	for m in $(GO_MODULES); do \
+	  (cd $$m && $(GO_TEST_BINS) GOEXPERIMENT=cgocheck2 $(GO) test $(GO_TEST_FLAGS) -race ./...) || exit 1; \
+	done
 	@# The spec generator's differential counts (the test passed above).
 	cd go && GOEXPERIMENT=cgocheck2 $(GO) test -race -count=1 -run '^TestDifferential$$' -v ./generate/ | grep '^spec generator'
 	tests/conformance/build-against.sh v0.12.0
@@ -117,11 +122,11 @@ e2e-containerd:
 e2e-crio:
 	E2E_STOCK=$(E2E_STOCK) tests/e2e/crio.sh
 
-## bench: upstream Go NRI and nri-rs side by side (go/bench, issue 7): writes
+## bench: upstream Go NRI and nri-rs side by side (go/tests/bench, issue 7): writes
 ## docs/performance.json, docs/PERFORMANCE.md and docs/performance.png. Takes
 ## a while; run it on an otherwise idle machine. BENCH_FLAGS adds flags
 ## (e.g. BENCH_FLAGS="-rounds 2 -ops 500 -v"). `make test` runs a smoke
-## version of it (go/bench/bench_test.go).
+## version of it (go/tests/bench/bench_test.go).
 BENCH_DIR := $(CURDIR)/build/bench
 BENCH_FLAGS ?= -v
 bench:
@@ -131,10 +136,10 @@ bench:
 
 # The benchmark program links the release staticlib (NRI_LIB_DIR, set by bench).
 bench-run:
-	cd go && CGO_ENABLED=0 $(GO) build -o $(BENCH_DIR)/goplugin ./bench/goplugin
+	cd go/tests && CGO_ENABLED=0 $(GO) build -o $(BENCH_DIR)/goplugin ./bench/goplugin
 	@# cgo does not track libnri.a: remove the program so it is linked afresh.
 	rm -f $(BENCH_DIR)/nri-bench
-	cd go && $(GO) build -o $(BENCH_DIR)/nri-bench ./bench
+	cd go/tests && $(GO) build -o $(BENCH_DIR)/nri-bench ./bench
 	$(BENCH_DIR)/nri-bench -bin $(TARGET_DIR)/release -goplugin $(BENCH_DIR)/goplugin \
 	  -out docs/performance.json -doc docs/PERFORMANCE.md -png docs/performance.png $(BENCH_FLAGS)
 

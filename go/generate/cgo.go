@@ -7,10 +7,10 @@ package generate
 // holds an integer; the handle is deleted when the call returns.
 //
 // Build: CGO_CFLAGS must find nri.h and CGO_LDFLAGS libnri.a (the Makefile
-// sets both; see README "Using nri-rs from Go").
+// sets both; see README "Using nri-rs from Go"). The link flags are in
+// link.go, the build without cgo in nocgo.go.
 
 /*
-#cgo LDFLAGS: -lnri -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 #include <stdint.h>
 #include <stdlib.h>
 #include "nri.h"

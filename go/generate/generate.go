@@ -1,3 +1,5 @@
+//go:build cgo
+
 // Package generate is a drop-in for upstream NRI's
 // github.com/containerd/nri/pkg/runtime-tools/generate (v0.12.2): the same
 // exported names and signatures, with the adjustment logic done by nri-rs's

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package generate
 
 // Setters upstream adds next to its generator, as candidates for the stock

@@ -23,9 +23,21 @@ upstream=$(cd "$root/go" && go mod download -json "github.com/containerd/nri@$ve
     sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
 [ -d "$upstream/pkg/adaptation" ] || { echo "upstream NRI $version not in the module cache" >&2; exit 1; }
 
+# The suite needs modules the library does not (ginkgo, gomega, go-cmp).
+# go/tests pins them (go/tests/conformance/deps_test.go); a temporary copy
+# of go/go.mod (-modfile) requires them at those versions for this run, so
+# the library's own go.mod and go.sum stay as they are.
+scratch=$(mktemp -d)
 # shellcheck disable=SC2317 # called by the EXIT trap
-cleanup() { rm -f "$pkg"/zz_upstream_*_test.go; }
+cleanup() { rm -f "$pkg"/zz_upstream_*_test.go; rm -rf "$scratch"; }
 trap cleanup EXIT
+modfile="$scratch/go.mod"
+cp "$root/go/go.mod" "$modfile"
+cat "$root/go/go.sum" "$root/go/tests/go.sum" | sort -u >"$scratch/go.sum"
+for m in $(cd "$root/go/tests" && go list -m -f '{{.Path}}@{{.Version}}' \
+    github.com/onsi/ginkgo/v2 github.com/onsi/gomega github.com/google/go-cmp); do
+    go mod edit -require="$m" "$modfile"
+done
 for f in adaptation_suite_test.go suite_test.go; do
     sed 's#"github.com/containerd/nri/pkg/adaptation"#"github.com/nri-rs/nri-rs/go/adaptation"#' \
         "$upstream/pkg/adaptation/$f" > "$pkg/zz_upstream_$f"
@@ -34,7 +46,7 @@ for f in adaptation_suite_test.go suite_test.go; do
 done
 
 skip=$(grep -v '^\s*\(#\|$\)' "$here/known-differences.txt" | paste -sd'|' || true)
-args=(-v -count=1 -race -run '^TestRuntime$' ./adaptation -args -ginkgo.no-color)
+args=(-modfile="$modfile" -mod=mod -v -count=1 -race -run '^TestRuntime$' ./adaptation -args -ginkgo.no-color)
 [ -n "$skip" ] && args+=("-ginkgo.skip=$skip")
 
 log=$(mktemp)

@@ -53,7 +53,7 @@ func main() {
 
 	var (
 		bin        = flag.String("bin", "target/release", "directory with nri-bench-plugin and nri-bench-core")
-		goPlugin   = flag.String("goplugin", "", "the Go stub bench plugin (go/bench/goplugin), built")
+		goPlugin   = flag.String("goplugin", "", "the Go stub bench plugin (go/tests/bench/goplugin), built")
 		out        = flag.String("out", "performance.json", "results file (JSON)")
 		doc        = flag.String("doc", "", "regenerate this Markdown report from the results")
 		png        = flag.String("png", "", "write the latency plot here (PNG)")

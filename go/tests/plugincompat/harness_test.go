@@ -53,7 +53,7 @@ func binDir(t *testing.T) string {
 	t.Helper()
 	dir := os.Getenv("NRI_RS_BIN_DIR")
 	if dir == "" {
-		dir = "../../target/debug"
+		dir = "../../../target/debug"
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {

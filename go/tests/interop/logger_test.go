@@ -13,7 +13,7 @@ import (
 func TestLoggerSamplePlugin(t *testing.T) {
 	bin := os.Getenv("NRI_RS_LOGGER_PLUGIN")
 	if bin == "" {
-		bin = "../../target/debug/nri-logger"
+		bin = "../../../target/debug/nri-logger"
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 
 // deployDir holds the Dockerfile and the kustomize tree (base, components,
 // plugins, overlays, examples; see plugins/deploy/README.md).
-const deployDir = "../../plugins/deploy"
+const deployDir = "../../../plugins/deploy"
 
 // daemonSet is the part of a rendered DaemonSet the checks look at.
 type daemonSet struct {
@@ -126,7 +126,7 @@ func TestDeployDockerfile(t *testing.T) {
 			t.Errorf("Dockerfile lacks %q", want)
 		}
 	}
-	ignore, err := os.ReadFile("../../.dockerignore")
+	ignore, err := os.ReadFile("../../../.dockerignore")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ func TestDeployManifests(t *testing.T) {
 	plugins := deployedPlugins(t)
 	// Every overlay is a plugin crate, with a component of its own.
 	for _, name := range plugins {
-		if _, err := os.Stat(filepath.Join("../../plugins", name, "Cargo.toml")); err != nil {
+		if _, err := os.Stat(filepath.Join("../../../plugins", name, "Cargo.toml")); err != nil {
 			t.Errorf("overlay for %s, but no plugin crate plugins/%s", name, name)
 		}
 		if _, err := os.Stat(filepath.Join(kdir, "plugins", name, "kustomization.yaml")); err != nil {

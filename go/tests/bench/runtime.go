@@ -174,7 +174,7 @@ type plugin struct {
 }
 
 type binaries struct {
-	goPlugin   string // go/bench/goplugin
+	goPlugin   string // go/tests/bench/goplugin
 	rustPlugin string // nri-bench-plugin
 	core       string // nri-bench-core
 }

@@ -27,7 +27,7 @@ import (
 )
 
 // ourProtoPath is our schema, relative to this package's directory.
-const ourProtoPath = "../../proto/nri.proto"
+const ourProtoPath = "../../../proto/nri.proto"
 
 // compileProto compiles a single self-contained .proto source.
 func compileProto(t *testing.T, source string) protoreflect.FileDescriptor {

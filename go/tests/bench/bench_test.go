@@ -28,7 +28,7 @@ func rustBin() string {
 	if d := os.Getenv("CARGO_TARGET_DIR"); d != "" {
 		return filepath.Join(d, "debug")
 	}
-	return "../../target/debug"
+	return "../../../target/debug"
 }
 
 func buildGoPlugin(t *testing.T) string {

@@ -20,7 +20,7 @@ const (
 	echoEnv = "NRI_WIRE_ECHO"
 	// defaultEchoPath is where `cargo build -p nri-test-tools` puts it,
 	// relative to this package's directory.
-	defaultEchoPath = "../../target/debug/nri-wire-echo"
+	defaultEchoPath = "../../../target/debug/nri-wire-echo"
 	// strictPrefix asks nri-wire-echo to reject messages that carry fields
 	// or enum numbers our schema does not know.
 	strictPrefix = "!unknown:"

@@ -29,7 +29,7 @@ func pluginBinary(t *testing.T) string {
 	t.Helper()
 	path := os.Getenv("NRI_RS_INTEROP_PLUGIN")
 	if path == "" {
-		path = "../../target/debug/nri-interop-plugin"
+		path = "../../../target/debug/nri-interop-plugin"
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
