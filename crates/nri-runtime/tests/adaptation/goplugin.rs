@@ -1,4 +1,4 @@
-//! Plugins built on upstream's Go `pkg/stub` (v0.12.2, go/cmd/nri-test-plugin)
+//! Plugins built on upstream's Go `pkg/stub` (v0.12.2, go/tests/cmd/nri-test-plugin)
 //! against the Rust core: as external processes and launched from the
 //! plugin directory.
 
@@ -23,10 +23,10 @@ pub fn go_plugin() -> &'static Path {
             .args(["build", "-o"])
             .arg(&out)
             .arg("./cmd/nri-test-plugin")
-            .current_dir(root.join("go"))
+            .current_dir(root.join("go/tests"))
             .status()
             .expect("go toolchain (see .ci/run)");
-        assert!(status.success(), "building go/cmd/nri-test-plugin failed");
+        assert!(status.success(), "building go/tests/cmd/nri-test-plugin failed");
         out
     })
 }
