@@ -52,16 +52,21 @@ provenance:
 	tests/provenance.sh
 
 ## lint: what CI checks before `make test`: Rust formatting and clippy
-## (warnings are errors), gofmt and go vet, shellcheck on every script, and
+## (warnings are errors), the rust-version and the crates' layering, gofmt
+## and go vet, shellcheck on every script, and
 ## cargo-deny (licences, duplicate versions, sources; advisories when the
 ## RustSec database is reachable)
 CARGO_DENY_VERSION := 0.20.2
 CARGO_DENY := $(TOOLS)/bin/cargo-deny
 lint: lint-rust lint-go lint-sh lint-deny
 
+# clippy's incompatible_msrv lint checks our code against the workspace's
+# rust-version; tests/lint/msrv.sh checks the locked dependencies against it.
 lint-rust:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	tests/lint/msrv.sh
+	tests/lint/layers.sh
 
 lint-go:
 	tests/lint/go.sh

@@ -96,6 +96,6 @@ func TestCoreLogsGoToPkgLog(t *testing.T) {
 	r := newAdaptation(t, noSync, nri.WithBuiltinPlugins(p))
 	require.NoError(t, r.Start())
 	r.Stop()
-	// Logged by the Rust core (src/adaptation), not by the Go wrapper.
+	// Logged by the Rust core (crates/nri-runtime), not by the Go wrapper.
 	assert.True(t, rec.has("plugin builtin:20-quiet started"), "core log lines: %v", rec.lines)
 }

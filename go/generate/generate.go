@@ -3,7 +3,7 @@
 // Package generate is a drop-in for upstream NRI's
 // github.com/containerd/nri/pkg/runtime-tools/generate (v0.12.2): the same
 // exported names and signatures, with the adjustment logic done by nri-rs's
-// Rust spec generator (nri::spec) over the C ABI (include/nri.h). A
+// Rust spec generator (nri_spec) over the C ABI (include/nri.h). A
 // runtime changes the import path and nothing else.
 //
 // Each Adjust* call marshals the spec (g.Config) to JSON and the NRI values

@@ -2,9 +2,9 @@
 # Fails unless every function include/nri.h declares is called by a C
 # test: a `name(` in a test_*.c or test_*.cc of tests/c, comments stripped
 # (a call through a table or a mention in a comment does not count).
-# Usage: check-exports.sh [include/nri.h] [tests/c]
+# Usage: check-exports.sh [crates/nri-capi/include/nri.h] [tests/c]
 set -eu
-header=${1:-include/nri.h}
+header=${1:-crates/nri-capi/include/nri.h}
 dir=${2:-$(dirname "$0")}
 
 # Comments out, no includes expanded: the code as the compiler sees it.

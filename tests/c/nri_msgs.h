@@ -1,5 +1,5 @@
 /* The NRI messages the C tests build and read, by field number
- * (proto/nri.proto). Only the fields the tests use are named. */
+ * (crates/nri-api/proto/nri.proto). Only the fields the tests use are named. */
 #ifndef NRI_C_TESTS_MSGS_H
 #define NRI_C_TESTS_MSGS_H
 

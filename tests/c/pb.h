@@ -1,7 +1,7 @@
 /* A tiny protobuf writer and reader: just enough wire format (varints and
  * length-delimited fields) to build NRI requests in C and pick fields out
  * of the library's replies, with no protobuf library. Field numbers come
- * from proto/nri.proto; nri_msgs.h names the ones the tests use. */
+ * from crates/nri-api/proto/nri.proto; nri_msgs.h names the ones the tests use. */
 #ifndef NRI_C_TESTS_PB_H
 #define NRI_C_TESTS_PB_H
 

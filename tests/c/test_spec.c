@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Field numbers (proto/nri.proto) of what these tests build. */
+/* Field numbers (crates/nri-api/proto/nri.proto) of what these tests build. */
 enum {
     F_ADJ_MOUNTS = 3, F_ADJ_LINUX = 6, F_ADJ_RLIMITS = 7, F_ADJ_CDI = 8,
     F_LINUX_RESOURCES = 2,

@@ -4,7 +4,7 @@
  * One status is not reachable from C: NRI_STATUS_PANIC (9), a panic
  * inside nri-rs caught at the boundary. No input may cause one: that is
  * the point of the boundary, so a test that produced it would have found
- * a bug (src/ffi/error.rs tests the mapping itself from Rust).
+ * a bug (crates/nri-capi/src/error.rs tests the mapping itself from Rust).
  * NRI_STATUS_CALLBACK_FAILED (7) comes from a sync callback failing
  * nri_adaptation_start; an update callback's error goes back to the plugin
  * that asked instead (see test_runtime_callbacks.c). NRI_STATUS_INVALID_SPEC

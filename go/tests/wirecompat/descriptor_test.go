@@ -1,5 +1,5 @@
 // Package wirecompat checks that nri-rs's protocol definition
-// (proto/nri.proto) and the Rust types generated from it are wire-compatible
+// (crates/nri-api/proto/nri.proto) and the Rust types generated from it are wire-compatible
 // with containerd's NRI Go package (github.com/containerd/nri/pkg/api), the
 // reference implementation. The upstream side is read from the Go module
 // cache at test time.
@@ -27,7 +27,7 @@ import (
 )
 
 // ourProtoPath is our schema, relative to this package's directory.
-const ourProtoPath = "../../../proto/nri.proto"
+const ourProtoPath = "../../../crates/nri-api/proto/nri.proto"
 
 // compileProto compiles a single self-contained .proto source.
 func compileProto(t *testing.T, source string) protoreflect.FileDescriptor {

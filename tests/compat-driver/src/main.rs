@@ -1,6 +1,6 @@
 //! nri-compat-driver: the Rust half of `go/plugincompat`. It hosts the
 //! plugins pre-installed in a plugin directory in nri-rs's Rust adaptation
-//! (`src/adaptation`), then runs each case through it: RunPodSandbox,
+//! (`crates/nri-runtime`), then runs each case through it: RunPodSandbox,
 //! CreateContainer, (if created) StartContainer and StopContainer, then
 //! StopPodSandbox, and records what RunPodSandbox and CreateContainer gave.
 //!

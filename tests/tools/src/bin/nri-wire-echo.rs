@@ -10,7 +10,7 @@
 //! Request:  `u32 BE name length`, `name`, `u32 BE payload length`, `payload`
 //! Reply:    `u8 status` (0 ok, 1 error), `u32 BE length`, `bytes`
 //!
-//! `name` is the short name of a top-level message of `proto/nri.proto`
+//! `name` is the short name of a top-level message of `crates/nri-api/proto/nri.proto`
 //! (e.g. `ContainerAdjustment`). On success the reply bytes are the message
 //! re-encoded by rust-protobuf; on error they are UTF-8 error text.
 //!
@@ -48,7 +48,7 @@ fn decode<M: MessageFull>(bytes: &[u8]) -> protobuf::Result<Box<dyn MessageDyn>>
 
 macro_rules! message_table {
     ($($name:ident),* $(,)?) => {
-        /// Every top-level message of `proto/nri.proto`, by short name.
+        /// Every top-level message of `crates/nri-api/proto/nri.proto`, by short name.
         const MESSAGES: &[(&str, Decoder)] = &[
             $((stringify!($name), decode::<api::$name> as Decoder),)*
         ];
