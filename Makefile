@@ -15,17 +15,48 @@ TARGET_DIR ?= $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 NRI_LIB_DIR ?= $(TARGET_DIR)/debug
 # The C ABI crate owns the header; cgo finds it and libnri.a through these.
 NRI_INCLUDE_DIR := $(CURDIR)/crates/nri-capi/include
-export CGO_CFLAGS  := -I$(NRI_INCLUDE_DIR) $(or $(CGO_CFLAGS),-O2 -g)
-export CGO_LDFLAGS := -L$(NRI_LIB_DIR) $(CGO_LDFLAGS)
+# go/adaptation and go/generate find libnri.a and nri.h through pkg-config
+# (`#cgo pkg-config: nri`); inside the repository through the uninstalled
+# nri.pc that `make pkgconfig` writes next to the library.
+export PKG_CONFIG_PATH := $(NRI_LIB_DIR)/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
+export CGO_CFLAGS := $(or $(CGO_CFLAGS),-O2 -g)
+NRI_VERSION := $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
 
 LINT_PHONY := lint lint-rust lint-go lint-sh lint-deny
-.PHONY: $(LINT_PHONY) provenance all build demo demo-go example test test-rust test-go test-c conformance e2e e2e-containerd e2e-crio bench bench-run header check-header fmt clean
+.PHONY: $(LINT_PHONY) provenance pkgconfig install all build demo demo-go example test test-rust test-go test-c conformance e2e e2e-containerd e2e-crio bench bench-run header check-header fmt clean
 
 all: build
 
 ## build: every crate (libnri.a among them), the sample plugins and test tools
 build:
 	$(CARGO) build --workspace
+	@$(MAKE) --no-print-directory pkgconfig
+
+## pkgconfig: nri.pc for the library in NRI_LIB_DIR, as it lies in the tree
+pkgconfig:
+	@mkdir -p $(NRI_LIB_DIR)/pkgconfig
+	@$(call write-pc,$(NRI_LIB_DIR),$(NRI_LIB_DIR),$(NRI_INCLUDE_DIR)) > $(NRI_LIB_DIR)/pkgconfig/nri.pc
+
+# write-pc PREFIX,LIBDIR,INCLUDEDIR: nri.pc on stdout, from its template.
+write-pc = sed -e 's|@PREFIX@|$(1)|' -e 's|@LIBDIR@|$(2)|' -e 's|@INCLUDEDIR@|$(3)|' \
+  -e 's|@VERSION@|$(NRI_VERSION)|' -e 's|@NATIVE_LIBS@|$(NRI_PC_LIBS)|' crates/nri-capi/nri.pc.in
+
+## install: libnri.a, nri.h, nri.pc and nri.proto under DESTDIR/PREFIX
+## (release build). `pkg-config --cflags --libs nri` then has what a C or
+## cgo build needs; see docs/INTEGRATION.md.
+PREFIX  ?= /usr/local
+DESTDIR ?=
+LIBDIR  ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR ?= $(PREFIX)/share
+install:
+	$(CARGO) build --release --locked -p nri-capi
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(DATADIR)/nri-rs
+	install -m 644 $(TARGET_DIR)/release/libnri.a $(DESTDIR)$(LIBDIR)/libnri.a
+	install -m 644 $(NRI_INCLUDE_DIR)/nri.h $(DESTDIR)$(INCLUDEDIR)/nri.h
+	install -m 644 crates/nri-api/proto/nri.proto $(DESTDIR)$(DATADIR)/nri-rs/nri.proto
+	$(call write-pc,$(PREFIX),$(LIBDIR),$(INCLUDEDIR)) > $(DESTDIR)$(LIBDIR)/pkgconfig/nri.pc
+	@chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/nri.pc
 
 ## demo: the Rust adaptation core hosting Rust plugins, driving one pod and container
 demo: build
@@ -104,6 +135,9 @@ test-go: build
 # for it; tests/c/check-static-libs.sh fails when they differ. The Rust
 # plugins they run come from `build` (debug), as for the Go tests.
 NRI_NATIVE_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+# nri.pc's list: the same but libgcc_s, which the compiler driver adds (see
+# crates/nri-capi/nri.pc.in).
+NRI_PC_LIBS := $(filter-out -lgcc_s,$(NRI_NATIVE_LIBS))
 test-c: build
 	$(CARGO) build --release -p nri-capi
 	CARGO="$(CARGO)" tests/c/check-static-libs.sh "$(NRI_NATIVE_LIBS)"

@@ -1,14 +1,19 @@
+//go:build cgo && !nri_no_pkgconfig
+
 package generate
 
-// What go/generate links: libnri.a and the native libraries rustc names for
-// it (tests/c/check-static-libs.sh keeps the list in step with the Makefile's
-// NRI_NATIVE_LIBS). This file is the one place this package names them.
-// CGO_LDFLAGS supplies the directory of libnri.a (-L), CGO_CFLAGS the one
-// of nri.h (-I).
+// How this package finds nri-rs: through pkg-config, which reads nri.pc
+// (installed by `make install`, or written into the build tree by `make
+// pkgconfig`). nri.pc names nri.h's directory, libnri.a and the system
+// libraries it needs. When pkg-config cannot find nri.pc, cgo stops with
+// pkg-config's own message: install nri-rs or add the directory holding
+// nri.pc to PKG_CONFIG_PATH. Builds without pkg-config use the
+// nri_no_pkgconfig build tag instead (link_nopkgconfig.go).
 //
-// go/adaptation and go/generate each carry this line: go/adaptation is also
-// built as upstream's pkg/adaptation through `go build -overlay`, where it
-// can import nothing of nri-rs, so no package can hold it for both.
+// This package and its sibling (go/adaptation, go/generate) each carry these
+// lines: go/adaptation is also built as upstream's pkg/adaptation through
+// `go build -overlay`, where it can import nothing of nri-rs, so no shared
+// package can hold them for both.
 
-// #cgo LDFLAGS: -lnri -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
+// #cgo pkg-config: nri
 import "C"

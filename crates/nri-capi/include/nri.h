@@ -1,3 +1,38 @@
+/* SPDX-License-Identifier: Apache-2.0
+ *
+ * nri.h: the C ABI of nri-rs, the runtime side of the Node Resource
+ * Interface (NRI) in Rust. Link libnri.a with what `pkg-config --libs nri`
+ * names.
+ *
+ * Conventions, for every function below:
+ * - Handles (nri_adaptation, nri_options, nri_error, nri_spec_generator,
+ *   ...) are opaque. Each is made by one function and released by its
+ *   _free, which takes NULL as a no-op. nri_adaptation_new consumes its
+ *   options, also when it fails.
+ * - NRI messages cross as protobuf bytes, encoded as on the wire (package
+ *   nri.pkg.api.v1alpha1; share/nri-rs/nri.proto): requests as a borrowed
+ *   (const uint8_t *, size_t) that the library does not keep after the
+ *   call, responses as an nri_buffer that the caller owns and releases with
+ *   nri_buffer_free. OCI runtime specs cross as runtime-spec JSON.
+ * - A fallible function returns an nri_status. On failure, when its last
+ *   argument err is not NULL, *err receives an nri_error that the caller
+ *   releases with nri_error_free. Output parameters are written only on
+ *   success.
+ * - Strings are NUL-terminated UTF-8.
+ * - Threads: every function may be called from any thread, concurrently,
+ *   and blocks its caller until it is done. Callbacks may run on any
+ *   thread, concurrently; each gets its user_data, whose finalizer (when
+ *   given) the library runs once, after the last call that uses it.
+ * - A bug inside the library never unwinds into or aborts the caller: it
+ *   is caught at the boundary and reported as NRI_STATUS_PANIC.
+ *
+ * ABI stability: within one minor version (0.1.x) functions, types and
+ * enum values are only added, never changed or removed, and a status
+ * number is never reused. A new minor version may change the ABI; the
+ * NRI_RS_VERSION_* macros say which version a program was built against
+ * and nri_version() which one it runs with.
+ */
+
 #ifndef NRI_RS_H
 #define NRI_RS_H
 

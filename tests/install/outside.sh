@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# nri-rs as a user outside this repository gets it: `make install` into a
+# temporary prefix, the Go module copied elsewhere, and a consumer module of
+# its own (a `replace` directive to the copy) that builds go/example's
+# program with nothing but PKG_CONFIG_PATH pointing at the prefix. The
+# program then runs a pod and a container through a real plugin, linked
+# dynamically and, as containerd's STATIC=1 release builds are, statically.
+#
+# Usage: outside.sh PLUGIN   (PLUGIN: a plugin binary, e.g. nri-logger)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+plugin=$(realpath "${1:?usage: outside.sh PLUGIN}")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+say() { echo "outside: $*"; }
+
+say "make install PREFIX=$work/prefix"
+make -C "$root" --no-print-directory install PREFIX="$work/prefix" >"$work/install.log" 2>&1 ||
+    { cat "$work/install.log" >&2; exit 1; }
+for f in lib/libnri.a include/nri.h lib/pkgconfig/nri.pc share/nri-rs/nri.proto; do
+    [ -f "$work/prefix/$f" ] || { echo "outside: make install did not install $f" >&2; exit 1; }
+done
+
+# The library's Go module as `go get` would bring it: go/ without go/tests.
+mkdir -p "$work/nri-rs-go" "$work/consumer"
+(cd "$root/go" && git ls-files -- . ':!tests') | while IFS= read -r f; do
+    mkdir -p "$work/nri-rs-go/$(dirname "$f")"
+    cp "$root/go/$f" "$work/nri-rs-go/$f"
+done
+cp "$root/go/example/main.go" "$work/consumer/main.go"
+cat >"$work/consumer/go.mod" <<MOD
+module example.com/nri-consumer
+
+go 1.24.0
+
+require github.com/nri-rs/nri-rs/go v0.0.0
+
+replace github.com/nri-rs/nri-rs/go => ../nri-rs-go
+MOD
+
+# Only what a user sets: the prefix's pkg-config directory. No CGO_CFLAGS or
+# CGO_LDFLAGS from the Makefile, no path into this repository.
+consumer_env=(env -u CGO_CFLAGS -u CGO_LDFLAGS -u CGO_CPPFLAGS
+    PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" GOFLAGS=-mod=mod)
+cd "$work/consumer"
+"${consumer_env[@]}" go mod tidy >/dev/null 2>&1 ||
+    { "${consumer_env[@]}" go mod tidy; exit 1; }
+
+run() {
+    local bin=$1 out
+    out=$("$bin" -plugin "$plugin" 2>&1) || { printf '%s\n' "$out" >&2; return 1; }
+    for want in "started with plugin" "adjustment for ctr-1:" "pod and container lifecycle done"; do
+        grep -q "$want" <<<"$out" || { printf '%s\n' "$out" >&2; echo "outside: $bin: no '$want'" >&2; return 1; }
+    done
+}
+
+say "go build (dynamic) with only PKG_CONFIG_PATH"
+"${consumer_env[@]}" go build -o "$work/consumer-dynamic" .
+run "$work/consumer-dynamic"
+
+say "go build (static, -extldflags -static)"
+"${consumer_env[@]}" go build -tags netgo,osusergo \
+    -ldflags '-linkmode external -extldflags "-static"' -o "$work/consumer-static" . 2>"$work/static.log" ||
+    { cat "$work/static.log" >&2; exit 1; }
+if ldd "$work/consumer-static" >/dev/null 2>&1; then
+    echo "outside: the static build is dynamically linked:" >&2
+    ldd "$work/consumer-static" >&2
+    exit 1
+fi
+run "$work/consumer-static"
+
+say "ok: installed nri-rs builds and runs outside the repository, dynamic and static"
