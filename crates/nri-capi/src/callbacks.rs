@@ -17,8 +17,9 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use protobuf::Message;
 
-use super::buffer::{bytes, decode, encode, nri_buffer, str_arg, write_out};
+use super::buffer::{bytes, decode, encode, nri_buffer, str_arg};
 use super::error::{boundary, nri_error, nri_status, to_cstring, Failure};
+use super::ptr::{arg_mut, arg_ref, OutSlot};
 use nri_api::*;
 use nri_runtime::{
     BoxError, BuiltinHandlers, Deprecation, DeprecationRecorder, EncodedState, Error, Metrics,
@@ -87,9 +88,12 @@ pub unsafe extern "C" fn nri_reply_set_data(
     len: usize,
 ) -> nri_status {
     boundary(std::ptr::null_mut(), || {
-        // SAFETY: guaranteed by the caller.
-        let reply = unsafe { reply.as_mut() }.ok_or_else(|| Failure::invalid("reply is NULL"))?;
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: nri_reply_set_data's contract: `reply` is the reply handed to
+        // the running callback, which the library does not touch until the
+        // callback returns.
+        let reply = unsafe { arg_mut("reply", reply) }?;
+        // SAFETY: nri_reply_set_data's contract: `data` is valid for `len`
+        // bytes, or `len` is 0.
         reply.data = unsafe { bytes("data", data, len) }?.to_vec();
         Ok(())
     })
@@ -107,9 +111,11 @@ pub unsafe extern "C" fn nri_reply_set_error(
     message: *const c_char,
 ) -> nri_status {
     boundary(std::ptr::null_mut(), || {
-        // SAFETY: guaranteed by the caller.
-        let reply = unsafe { reply.as_mut() }.ok_or_else(|| Failure::invalid("reply is NULL"))?;
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: nri_reply_set_error's contract: `reply` is the reply handed
+        // to the running callback, which the library does not touch until the
+        // callback returns.
+        let reply = unsafe { arg_mut("reply", reply) }?;
+        // SAFETY: nri_reply_set_error's contract: `message` is NUL-terminated.
         let msg = unsafe { str_arg("message", message) }?;
         reply.error = Some(msg.to_string());
         Ok(())
@@ -183,12 +189,13 @@ pub unsafe extern "C" fn nri_sync_cb_call(
     err: *mut *mut nri_error,
 ) -> nri_status {
     boundary(err, || {
-        // SAFETY: guaranteed by the caller.
-        let cb = unsafe { cb.as_ref() }.ok_or_else(|| Failure::invalid("cb is NULL"))?;
-        if updates.is_null() {
-            return Err(Failure::invalid("updates is NULL"));
-        }
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: nri_sync_cb_call's contract: `cb` is the value handed to the
+        // running sync callback, alive until it returns.
+        let cb = unsafe { arg_ref("cb", cb) }?;
+        // SAFETY: nri_sync_cb_call's contract: `updates` is writable.
+        let updates = unsafe { OutSlot::new("updates", updates) }?;
+        // SAFETY: nri_sync_cb_call's contract: `state` is valid for `len`
+        // bytes, or `len` is 0.
         let state = unsafe { bytes(SynchronizeRequest::NAME, state, len) }?;
         // Plugins get the pods and containers as encoded here: decoding and
         // encoding them again would cost more than all else in a sync.
@@ -200,9 +207,8 @@ pub unsafe extern "C" fn nri_sync_cb_call(
         })?;
         let mut rsp = SynchronizeResponse::new();
         rsp.update = cb.handle.block_on(cb.cb.call_encoded(&state))?;
-        let buf = encode(&rsp)?;
-        // SAFETY: guaranteed by the caller.
-        unsafe { write_out("updates", updates, buf) }
+        updates.write(encode(&rsp)?);
+        Ok(())
     })
 }
 
@@ -332,18 +338,21 @@ pub(crate) struct FfiBuiltin {
 
 impl FfiBuiltin {
     /// # Safety
-    /// `p` is NULL or a valid `nri_builtin_plugin` whose strings are
-    /// NUL-terminated.
+    /// `p` is NULL or points to a valid `nri_builtin_plugin`, whose `name`
+    /// and `index` are NULL or NUL-terminated, for the call.
     pub(crate) unsafe fn from_c(
         p: *const nri_builtin_plugin,
     ) -> Result<(String, String, FfiBuiltin), Failure> {
-        // SAFETY: guaranteed by the caller.
-        let p = unsafe { p.as_ref() }.ok_or_else(|| Failure::invalid("plugin is NULL"))?;
+        // SAFETY: this function's contract: `p` is NULL or a valid table for
+        // the call.
+        let p = unsafe { arg_ref("plugin", p) }?;
         // Own the user data first, so the finalizer runs even on error.
         let data = UserData::new(p.user_data, p.free_user_data);
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: this function's contract: `name` is NULL or NUL-terminated;
+        // it is copied before the call returns.
         let name = unsafe { str_arg("plugin name", p.name) }?.to_string();
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: this function's contract: `index` is NULL or NUL-terminated;
+        // it is copied before the call returns.
         let index = unsafe { str_arg("plugin index", p.index) }?.to_string();
         let f = p
             .handle
