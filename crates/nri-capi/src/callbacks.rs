@@ -51,7 +51,10 @@ impl UserData {
 impl Drop for UserData {
     fn drop(&mut self) {
         if let Some(free) = self.free {
-            // SAFETY: the caller's finalizer for the caller's pointer, run once.
+            // SAFETY: `free` and `ptr` came together as a
+            // `free_user_data`/`user_data` pair, documented as "called with
+            // user_data once"; Drop runs once, when the last Arc holding the
+            // pair is gone, so no callback uses `ptr` afterwards.
             unsafe { free(self.ptr) }
         }
     }
@@ -237,8 +240,11 @@ impl SyncFn for FfiSync {
             let handle = tokio::runtime::Handle::current();
             run_blocking("sync", move |reply| {
                 let mut cb = nri_sync_cb { cb, handle };
-                // SAFETY: the caller's callback with its own user data;
-                // `cb` and `reply` outlive the call.
+                // SAFETY: calls `callbacks.sync` of nri_adaptation_new (a valid
+                // table, by its contract) as nri_sync_fn documents, with its
+                // user data, on a blocking thread (callbacks may run on any
+                // thread, by the header's conventions); `cb` and `reply` live
+                // until it returns.
                 unsafe { f(data.ptr, &mut cb, reply) }
             })
             .await
@@ -263,7 +269,11 @@ impl UpdateFn for FfiUpdate {
             req.update = updates;
             let req = req.write_to_bytes()?;
             let rsp = run_blocking("update", move |reply| {
-                // SAFETY: the caller's callback; `req` and `reply` outlive it.
+                // SAFETY: calls `callbacks.update` of nri_adaptation_new (a
+                // valid table, by its contract) as nri_update_fn documents,
+                // with its user data (callbacks may run on any thread, by the
+                // header's conventions); `req` holds `req.len()` bytes, and it
+                // and `reply` live until it returns.
                 unsafe { f(data.ptr, req.as_ptr(), req.len(), reply) }
             })
             .await?;
@@ -369,7 +379,11 @@ impl FfiBuiltin {
         let req = req.write_to_bytes()?;
         let (f, data) = (self.f, Arc::clone(&self.data));
         let rsp = run_blocking("builtin plugin", move |reply| {
-            // SAFETY: the caller's handler; `req` and `reply` outlive it.
+            // SAFETY: calls the `handle` of nri_options_add_builtin_plugin's
+            // plugin (a valid nri_builtin_plugin, by its contract) as
+            // nri_builtin_fn documents, with its user data (callbacks may run
+            // on any thread, by the header's conventions); `req` holds
+            // `req.len()` bytes, and it and `reply` live until it returns.
             unsafe { f(data.ptr, op, req.as_ptr(), req.len(), reply) }
         })
         .await?;
@@ -542,7 +556,10 @@ impl Metrics for FfiMetrics {
         if let Some(f) = self.invocation {
             let err = err.map(|e| to_cstring(e.to_string()));
             let err_ptr = err.as_ref().map_or(std::ptr::null(), |e| e.as_ptr());
-            // SAFETY: the caller's callback; the strings outlive the call.
+            // SAFETY: calls `invocation` of nri_options_set_metrics's table (a
+            // valid nri_metrics, by its contract) as the field documents, with
+            // the table's user data; the NUL-terminated `plugin`, `op` and
+            // `err` (or NULL) live until it returns.
             unsafe {
                 f(
                     self.data.ptr,
@@ -557,7 +574,10 @@ impl Metrics for FfiMetrics {
     fn record_plugin_latency(&self, plugin: &str, op: &str, latency: Duration) {
         if let Some(f) = self.latency {
             let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
-            // SAFETY: the caller's callback; the strings outlive the call.
+            // SAFETY: calls `latency` of nri_options_set_metrics's table (a
+            // valid nri_metrics, by its contract) as the field documents, with
+            // the table's user data; the NUL-terminated `plugin` and `op` live
+            // until it returns.
             unsafe {
                 f(
                     self.data.ptr,
@@ -587,7 +607,10 @@ impl Metrics for FfiMetrics {
             } else {
                 std::ptr::null()
             };
-            // SAFETY: the caller's callback; the strings and bytes outlive it.
+            // SAFETY: calls `adjustments` of nri_options_set_metrics's table (a
+            // valid nri_metrics, by its contract) as the field documents, with
+            // the table's user data; the NUL-terminated `plugin` and `op`, and
+            // `ptr` (NULL, or `bytes.len()` bytes) live until it returns.
             unsafe {
                 f(
                     self.data.ptr,
@@ -604,7 +627,9 @@ impl Metrics for FfiMetrics {
 
     fn update_plugin_count(&self, count: usize) {
         if let Some(f) = self.plugin_count {
-            // SAFETY: the caller's callback.
+            // SAFETY: calls `plugin_count` of nri_options_set_metrics's table
+            // (a valid nri_metrics, by its contract) as the field documents,
+            // with the table's user data.
             unsafe { f(self.data.ptr, count) }
         }
     }
@@ -640,7 +665,11 @@ impl DeprecationRecorder for FfiDeprecation {
         let d = match deprecation {
             Deprecation::StateChange => nri_deprecation::StateChange,
         };
-        // SAFETY: the caller's callback; the strings outlive the call.
+        // SAFETY: calls the `record` given to
+        // nri_options_set_deprecation_recorder as nri_deprecation_fn documents,
+        // with its user data (callbacks may run on any thread, by the header's
+        // conventions); the NUL-terminated `plugin` and `details` live until it
+        // returns.
         unsafe {
             (self.f)(
                 self.data.ptr,
