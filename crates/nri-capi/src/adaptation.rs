@@ -14,10 +14,11 @@ use std::time::Duration;
 use futures::executor::block_on;
 use protobuf::Message;
 
-use super::buffer::{decode_raw, encode, nri_buffer, str_arg, write_out};
+use super::buffer::{decode_raw, encode, nri_buffer, str_arg};
 use super::callbacks::{nri_callbacks, FfiSync, FfiUpdate, UserData};
 use super::error::{boundary, boundary_void, nri_error, nri_status, Failure};
 use super::options::nri_options;
+use super::ptr::{arg_ref, Handle, OutSlot};
 use nri_api::*;
 use nri_runtime::{self as adaptation, Adaptation, Error, Options, PluginSyncBlock};
 
@@ -25,6 +26,10 @@ use nri_runtime::{self as adaptation, Adaptation, Error, Options, PluginSyncBloc
 /// `nri_runtime::Adaptation`, which owns its own tokio runtime thread).
 pub struct nri_adaptation {
     inner: Adaptation,
+}
+
+impl Handle for nri_adaptation {
+    const NAME: &'static str = "adaptation";
 }
 
 /// Creates an adaptation for the runtime `name` `version` (upstream `New`).
@@ -47,17 +52,18 @@ pub unsafe extern "C" fn nri_adaptation_new(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // Take ownership of everything handed over before anything can fail.
-    let opts = if opts.is_null() {
-        Options::default()
-    } else {
-        // SAFETY: from Box::into_raw in nri_options_new.
-        unsafe { Box::from_raw(opts) }.inner
-    };
-    // SAFETY: guaranteed by the caller.
-    let cbs = unsafe { callbacks.as_ref() };
-    let data = cbs.map(|c| UserData::new(c.user_data, c.free_user_data));
+    // SAFETY: nri_adaptation_new's contract: `opts` is NULL or from
+    // nri_options_new, and consumed by this call, so C no longer uses it.
+    let opts = unsafe { nri_options::take(opts) }.map_or_else(Options::default, |o| o.inner);
+    // SAFETY: nri_adaptation_new's contract: `callbacks` points to a valid
+    // table (NULL is refused below, inside the boundary).
+    let cbs = unsafe { arg_ref("callbacks", callbacks) };
+    let data = cbs
+        .as_ref()
+        .ok()
+        .map(|c| UserData::new(c.user_data, c.free_user_data));
     boundary(err, || {
-        let cbs = cbs.ok_or_else(|| Failure::invalid("callbacks is NULL"))?;
+        let cbs = cbs?;
         let data = data.expect("taken with the callbacks");
         let sync = cbs
             .sync
@@ -65,13 +71,13 @@ pub unsafe extern "C" fn nri_adaptation_new(
         let update = cbs
             .update
             .ok_or_else(|| Failure::invalid("callbacks.update is NULL"))?;
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: nri_adaptation_new's contract: `name` is NUL-terminated.
         let name = unsafe { str_arg("name", name) }?;
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: nri_adaptation_new's contract: `version` is
+        // NUL-terminated.
         let version = unsafe { str_arg("version", version) }?;
-        if out.is_null() {
-            return Err(Failure::invalid("out is NULL"));
-        }
+        // SAFETY: nri_adaptation_new's contract: `out` is writable.
+        let out = unsafe { OutSlot::new("out", out) }?;
         let inner = Adaptation::new(
             name,
             version,
@@ -82,21 +88,9 @@ pub unsafe extern "C" fn nri_adaptation_new(
             FfiUpdate { f: update, data },
             opts,
         )?;
-        let handle = Box::into_raw(Box::new(nri_adaptation { inner }));
-        // SAFETY: checked non-NULL above; guaranteed writable by the caller.
-        unsafe { write_out("out", out, handle) }
+        out.write(nri_adaptation { inner }.into_raw());
+        Ok(())
     })
-}
-
-/// The adaptation behind a handle that must not be NULL.
-///
-/// # Safety
-/// `a` is NULL or a live handle from `nri_adaptation_new`.
-unsafe fn adaptation<'a>(a: *const nri_adaptation) -> Result<&'a Adaptation, Failure> {
-    // SAFETY: guaranteed by the caller.
-    unsafe { a.as_ref() }
-        .map(|a| &a.inner)
-        .ok_or_else(|| Failure::invalid("adaptation is NULL"))
 }
 
 /// Starts builtin and pre-installed plugins, synchronizes them through the
@@ -111,9 +105,9 @@ pub unsafe extern "C" fn nri_adaptation_start(
     err: *mut *mut nri_error,
 ) -> nri_status {
     boundary(err, || {
-        // SAFETY: guaranteed by the caller.
-        let a = unsafe { adaptation(a) }?;
-        Ok(block_on(a.start())?)
+        // SAFETY: nri_adaptation_start's contract: `a` is a live handle.
+        let a = unsafe { nri_adaptation::arg(a) }?;
+        Ok(block_on(a.inner.start())?)
     })
 }
 
@@ -129,9 +123,9 @@ pub unsafe extern "C" fn nri_adaptation_stop(
     err: *mut *mut nri_error,
 ) -> nri_status {
     boundary(err, || {
-        // SAFETY: guaranteed by the caller.
-        let a = unsafe { adaptation(a) }?;
-        block_on(a.stop());
+        // SAFETY: nri_adaptation_stop's contract: `a` is a live handle.
+        let a = unsafe { nri_adaptation::arg(a) }?;
+        block_on(a.inner.stop());
         Ok(())
     })
 }
@@ -150,11 +144,12 @@ pub unsafe extern "C" fn nri_adaptation_stop(
 #[no_mangle]
 pub unsafe extern "C" fn nri_adaptation_wants_event(a: *const nri_adaptation, event: i32) -> bool {
     let wants = || {
-        // SAFETY: guaranteed by the caller.
-        let Ok(a) = (unsafe { adaptation(a) }) else {
+        // SAFETY: nri_adaptation_wants_event's contract: `a` is NULL or a
+        // live handle.
+        let Some(a) = (unsafe { nri_adaptation::get(a) }) else {
             return true;
         };
-        <Event as protobuf::Enum>::from_i32(event).is_none_or(|e| a.wants_event(e))
+        <Event as protobuf::Enum>::from_i32(event).is_none_or(|e| a.inner.wants_event(e))
     };
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(wants)).unwrap_or(true)
 }
@@ -171,8 +166,9 @@ pub unsafe extern "C" fn nri_adaptation_free(a: *mut nri_adaptation) {
         return;
     }
     boundary_void("nri_adaptation_free", || {
-        // SAFETY: from Box::into_raw in nri_adaptation_new.
-        drop(unsafe { Box::from_raw(a) });
+        // SAFETY: nri_adaptation_free's contract: `a` is a live handle
+        // that no other call uses meanwhile or afterwards.
+        unsafe { nri_adaptation::free(a) }
     });
 }
 
@@ -181,6 +177,10 @@ pub unsafe extern "C" fn nri_adaptation_free(a: *mut nri_adaptation) {
 /// `Unblock`).
 pub struct nri_plugin_sync_block {
     _block: PluginSyncBlock,
+}
+
+impl Handle for nri_plugin_sync_block {
+    const NAME: &'static str = "block";
 }
 
 /// Blocks plugin synchronization (upstream `BlockPluginSync`): waits for a
@@ -196,16 +196,17 @@ pub unsafe extern "C" fn nri_adaptation_block_plugin_sync(
     err: *mut *mut nri_error,
 ) -> nri_status {
     boundary(err, || {
-        // SAFETY: guaranteed by the caller.
-        let a = unsafe { adaptation(a) }?;
-        if out.is_null() {
-            return Err(Failure::invalid("out is NULL"));
-        }
-        let block = Box::new(nri_plugin_sync_block {
-            _block: a.block_plugin_sync_blocking(),
-        });
-        // SAFETY: checked non-NULL; guaranteed writable by the caller.
-        unsafe { write_out("out", out, Box::into_raw(block)) }
+        // SAFETY: nri_adaptation_block_plugin_sync's contract: `a` is a
+        // live handle.
+        let a = unsafe { nri_adaptation::arg(a) }?;
+        // SAFETY: nri_adaptation_block_plugin_sync's contract: `out` is
+        // writable.
+        let out = unsafe { OutSlot::new("out", out) }?;
+        let block = nri_plugin_sync_block {
+            _block: a.inner.block_plugin_sync_blocking(),
+        };
+        out.write(block.into_raw());
+        Ok(())
     })
 }
 
@@ -218,8 +219,9 @@ pub unsafe extern "C" fn nri_adaptation_block_plugin_sync(
 pub unsafe extern "C" fn nri_plugin_sync_block_free(block: *mut nri_plugin_sync_block) {
     if !block.is_null() {
         boundary_void("nri_plugin_sync_block_free", || {
-            // SAFETY: from Box::into_raw in nri_adaptation_block_plugin_sync.
-            drop(unsafe { Box::from_raw(block) });
+            // SAFETY: nri_plugin_sync_block_free's contract: `block` is from
+            // nri_adaptation_block_plugin_sync, not yet freed.
+            unsafe { nri_plugin_sync_block::free(block) }
         });
     }
 }
@@ -239,25 +241,38 @@ pub extern "C" fn nri_set_plugin_request_timeout(millis: u64) {
     adaptation::set_plugin_request_timeout(Duration::from_millis(millis));
 }
 
-/// Decodes the request, runs the event and hands its result to `done`.
+/// Decodes the request and runs the event, the body every event export
+/// shares.
 ///
 /// # Safety
-/// `a` is a live handle; `req` is valid for `len` bytes or `len` is 0.
-unsafe fn event<Req: Message, T>(
+/// `a` is NULL or a live handle; `req` is valid for reads of `len` bytes,
+/// or `len` is 0.
+unsafe fn run_event<Req: Message, T>(
+    a: *const nri_adaptation,
+    req: *const u8,
+    len: usize,
+    run: impl FnOnce(&Adaptation, Req) -> Result<T, Error>,
+) -> Result<T, Failure> {
+    // SAFETY: this function's contract: `a` is NULL or a live handle.
+    let a = unsafe { nri_adaptation::arg(a) }?;
+    // SAFETY: this function's contract: `req` is valid for `len` bytes.
+    let req: Req = unsafe { decode_raw(req, len) }?;
+    Ok(run(&a.inner, req)?)
+}
+
+/// An event without a response.
+///
+/// # Safety
+/// As for [`run_event`]; `err` is NULL or writable.
+unsafe fn event<Req: Message>(
     a: *const nri_adaptation,
     req: *const u8,
     len: usize,
     err: *mut *mut nri_error,
-    run: impl FnOnce(&Adaptation, Req) -> Result<T, Error>,
-    done: impl FnOnce(T) -> Result<(), Failure>,
+    run: impl FnOnce(&Adaptation, Req) -> Result<(), Error>,
 ) -> nri_status {
-    boundary(err, || {
-        // SAFETY: guaranteed by the caller.
-        let a = unsafe { adaptation(a) }?;
-        // SAFETY: guaranteed by the caller.
-        let req: Req = unsafe { decode_raw(req, len) }?;
-        done(run(a, req)?)
-    })
+    // SAFETY: this function's contract is `run_event`'s.
+    boundary(err, || unsafe { run_event(a, req, len, run) })
 }
 
 /// An event with a response: checks the output slot before running it, so
@@ -273,16 +288,14 @@ unsafe fn event_with_response<Req: Message, Rsp: Message>(
     err: *mut *mut nri_error,
     run: impl FnOnce(&Adaptation, Req) -> Result<Rsp, Error>,
 ) -> nri_status {
-    if rsp.is_null() {
-        return boundary(err, || Err(Failure::invalid("response is NULL")));
-    }
-    // SAFETY: guaranteed by the caller.
-    unsafe {
-        event(a, req, len, err, run, |r: Rsp| {
-            let buf = encode(&r)?;
-            write_out("response", rsp, buf)
-        })
-    }
+    boundary(err, || {
+        // SAFETY: this function's contract: `rsp` is NULL or writable.
+        let rsp = unsafe { OutSlot::new("response", rsp) }?;
+        // SAFETY: this function's contract is `run_event`'s.
+        let r = unsafe { run_event(a, req, len, run) }?;
+        rsp.write(encode(&r)?);
+        Ok(())
+    })
 }
 
 // One export per event, written out (cbindgen does not expand macros).
@@ -299,16 +312,13 @@ pub unsafe extern "C" fn nri_adaptation_run_pod_sandbox(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_adaptation_run_pod_sandbox's contract: `a` is a live handle,
+    // `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or writable:
+    // event's preconditions.
     unsafe {
-        event(
-            a,
-            req,
-            len,
-            err,
-            |a, r: RunPodSandboxRequest| block_on(a.run_pod_sandbox(r)),
-            |()| Ok(()),
-        )
+        event(a, req, len, err, |a, r: RunPodSandboxRequest| {
+            block_on(a.run_pod_sandbox(r))
+        })
     }
 }
 
@@ -326,7 +336,9 @@ pub unsafe extern "C" fn nri_adaptation_update_pod_sandbox(
     rsp: *mut nri_buffer,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_adaptation_update_pod_sandbox's contract: `a` is a live
+    // handle, `req` holds `len` bytes (NULL if `len` is 0), `rsp` is writable,
+    // `err` is NULL or writable: event_with_response's preconditions.
     unsafe {
         event_with_response(a, req, len, rsp, err, |a, r: UpdatePodSandboxRequest| {
             block_on(a.update_pod_sandbox(r))
@@ -346,16 +358,13 @@ pub unsafe extern "C" fn nri_adaptation_post_update_pod_sandbox(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_adaptation_post_update_pod_sandbox's contract: `a` is a live
+    // handle, `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or
+    // writable: event's preconditions.
     unsafe {
-        event(
-            a,
-            req,
-            len,
-            err,
-            |a, r: PostUpdatePodSandboxRequest| block_on(a.post_update_pod_sandbox(r)),
-            |()| Ok(()),
-        )
+        event(a, req, len, err, |a, r: PostUpdatePodSandboxRequest| {
+            block_on(a.post_update_pod_sandbox(r))
+        })
     }
 }
 
@@ -371,16 +380,13 @@ pub unsafe extern "C" fn nri_adaptation_stop_pod_sandbox(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_adaptation_stop_pod_sandbox's contract: `a` is a live handle,
+    // `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or writable:
+    // event's preconditions.
     unsafe {
-        event(
-            a,
-            req,
-            len,
-            err,
-            |a, r: StopPodSandboxRequest| block_on(a.stop_pod_sandbox(r)),
-            |()| Ok(()),
-        )
+        event(a, req, len, err, |a, r: StopPodSandboxRequest| {
+            block_on(a.stop_pod_sandbox(r))
+        })
     }
 }
 
@@ -396,16 +402,13 @@ pub unsafe extern "C" fn nri_adaptation_remove_pod_sandbox(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_adaptation_remove_pod_sandbox's contract: `a` is a live
+    // handle, `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or
+    // writable: event's preconditions.
     unsafe {
-        event(
-            a,
-            req,
-            len,
-            err,
-            |a, r: RemovePodSandboxRequest| block_on(a.remove_pod_sandbox(r)),
-            |()| Ok(()),
-        )
+        event(a, req, len, err, |a, r: RemovePodSandboxRequest| {
+            block_on(a.remove_pod_sandbox(r))
+        })
     }
 }
 
@@ -423,7 +426,9 @@ pub unsafe extern "C" fn nri_adaptation_create_container(
     rsp: *mut nri_buffer,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_adaptation_create_container's contract: `a` is a live handle,
+    // `req` holds `len` bytes (NULL if `len` is 0), `rsp` is writable, `err` is
+    // NULL or writable: event_with_response's preconditions.
     unsafe {
         event_with_response(a, req, len, rsp, err, |a, r: CreateContainerRequest| {
             block_on(a.create_container(r))
@@ -443,16 +448,13 @@ pub unsafe extern "C" fn nri_adaptation_post_create_container(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_adaptation_post_create_container's contract: `a` is a live
+    // handle, `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or
+    // writable: event's preconditions.
     unsafe {
-        event(
-            a,
-            req,
-            len,
-            err,
-            |a, r: PostCreateContainerRequest| block_on(a.post_create_container(r)),
-            |()| Ok(()),
-        )
+        event(a, req, len, err, |a, r: PostCreateContainerRequest| {
+            block_on(a.post_create_container(r))
+        })
     }
 }
 
@@ -468,16 +470,13 @@ pub unsafe extern "C" fn nri_adaptation_start_container(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_adaptation_start_container's contract: `a` is a live handle,
+    // `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or writable:
+    // event's preconditions.
     unsafe {
-        event(
-            a,
-            req,
-            len,
-            err,
-            |a, r: StartContainerRequest| block_on(a.start_container(r)),
-            |()| Ok(()),
-        )
+        event(a, req, len, err, |a, r: StartContainerRequest| {
+            block_on(a.start_container(r))
+        })
     }
 }
 
@@ -493,16 +492,13 @@ pub unsafe extern "C" fn nri_adaptation_post_start_container(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_adaptation_post_start_container's contract: `a` is a live
+    // handle, `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or
+    // writable: event's preconditions.
     unsafe {
-        event(
-            a,
-            req,
-            len,
-            err,
-            |a, r: PostStartContainerRequest| block_on(a.post_start_container(r)),
-            |()| Ok(()),
-        )
+        event(a, req, len, err, |a, r: PostStartContainerRequest| {
+            block_on(a.post_start_container(r))
+        })
     }
 }
 
@@ -520,7 +516,9 @@ pub unsafe extern "C" fn nri_adaptation_update_container(
     rsp: *mut nri_buffer,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_adaptation_update_container's contract: `a` is a live handle,
+    // `req` holds `len` bytes (NULL if `len` is 0), `rsp` is writable, `err` is
+    // NULL or writable: event_with_response's preconditions.
     unsafe {
         event_with_response(a, req, len, rsp, err, |a, r: UpdateContainerRequest| {
             block_on(a.update_container(r))
@@ -540,16 +538,13 @@ pub unsafe extern "C" fn nri_adaptation_post_update_container(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_adaptation_post_update_container's contract: `a` is a live
+    // handle, `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or
+    // writable: event's preconditions.
     unsafe {
-        event(
-            a,
-            req,
-            len,
-            err,
-            |a, r: PostUpdateContainerRequest| block_on(a.post_update_container(r)),
-            |()| Ok(()),
-        )
+        event(a, req, len, err, |a, r: PostUpdateContainerRequest| {
+            block_on(a.post_update_container(r))
+        })
     }
 }
 
@@ -567,7 +562,9 @@ pub unsafe extern "C" fn nri_adaptation_stop_container(
     rsp: *mut nri_buffer,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_adaptation_stop_container's contract: `a` is a live handle,
+    // `req` holds `len` bytes (NULL if `len` is 0), `rsp` is writable, `err` is
+    // NULL or writable: event_with_response's preconditions.
     unsafe {
         event_with_response(a, req, len, rsp, err, |a, r: StopContainerRequest| {
             block_on(a.stop_container(r))
@@ -587,15 +584,12 @@ pub unsafe extern "C" fn nri_adaptation_remove_container(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_adaptation_remove_container's contract: `a` is a live handle,
+    // `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or writable:
+    // event's preconditions.
     unsafe {
-        event(
-            a,
-            req,
-            len,
-            err,
-            |a, r: RemoveContainerRequest| block_on(a.remove_container(r)),
-            |()| Ok(()),
-        )
+        event(a, req, len, err, |a, r: RemoveContainerRequest| {
+            block_on(a.remove_container(r))
+        })
     }
 }

@@ -41,22 +41,27 @@ impl nri_buffer {
 /// `buf` is NULL or points to a buffer filled by this library (or empty).
 #[no_mangle]
 pub unsafe extern "C" fn nri_buffer_free(buf: *mut nri_buffer) {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_buffer_free's contract: `buf` is NULL or points to a
+    // buffer (aligned, initialized, the caller's alone during the call).
     let Some(buf) = (unsafe { buf.as_mut() }) else {
         return;
     };
     if !buf.data.is_null() {
         let slice = std::ptr::slice_from_raw_parts_mut(buf.data, buf.len);
-        // SAFETY: data/len came from Box<[u8]>::into_raw in `from_vec`.
+        // SAFETY: nri_buffer_free's contract: the buffer was filled by this
+        // library, so a non-NULL `data` with its `len` is a Box<[u8]> from
+        // `from_vec`; it is emptied below, so it is rebuilt only once.
         drop(unsafe { Box::from_raw(slice) });
     }
     *buf = nri_buffer::EMPTY;
 }
 
-/// The bytes of a borrowed `(ptr, len)` view. NULL is allowed for `len == 0`.
+/// The bytes of a borrowed `(ptr, len)` view. NULL is allowed for `len == 0`;
+/// otherwise it is "`what` is NULL but its length is `len`".
 ///
 /// # Safety
-/// `ptr` is valid for reads of `len` bytes for `'a`, or `len` is 0.
+/// `ptr` is valid for reads of `len` bytes (one allocation) and those bytes
+/// are not changed for `'a`, or `len` is 0.
 pub(crate) unsafe fn bytes<'a>(
     what: &str,
     ptr: *const u8,
@@ -70,7 +75,9 @@ pub(crate) unsafe fn bytes<'a>(
             "{what} is NULL but its length is {len}"
         )));
     }
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: this function's contract: `ptr` (not NULL, checked above) is
+    // valid for reads of `len` bytes for 'a, so within one allocation and
+    // at most isize::MAX bytes; u8 needs no alignment.
     Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
 }
 
@@ -89,7 +96,8 @@ pub(crate) fn decode<M: Message>(bytes: &[u8]) -> Result<M, Failure> {
 /// # Safety
 /// As for [`bytes`].
 pub(crate) unsafe fn decode_raw<M: Message>(ptr: *const u8, len: usize) -> Result<M, Failure> {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: this function's contract is `bytes`'s: `ptr` is valid for
+    // reads of `len` bytes, or `len` is 0.
     decode(unsafe { bytes(M::NAME, ptr, len) }?)
 }
 
@@ -103,31 +111,21 @@ pub(crate) fn encode<M: Message>(msg: &M) -> Result<nri_buffer, Failure> {
     })
 }
 
-/// A borrowed NUL-terminated UTF-8 string argument.
+/// A borrowed NUL-terminated UTF-8 string argument: "`what` is NULL" or
+/// "`what` is not UTF-8" when it is not one.
 ///
 /// # Safety
-/// `s` is NULL or a NUL-terminated string valid for `'a`.
+/// `s` is NULL or a NUL-terminated string, valid for reads up to and
+/// including its NUL and not changed or freed for `'a`.
 pub(crate) unsafe fn str_arg<'a>(what: &str, s: *const c_char) -> Result<&'a str, Failure> {
     if s.is_null() {
         return Err(Failure::invalid(format!("{what} is NULL")));
     }
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: this function's contract: `s` (not NULL, checked above) is
+    // NUL-terminated and neither freed nor changed for 'a.
     unsafe { CStr::from_ptr(s) }
         .to_str()
         .map_err(|_| Failure::invalid(format!("{what} is not UTF-8")))
-}
-
-/// Writes `value` to an output slot that must not be NULL.
-///
-/// # Safety
-/// `out` is NULL or valid for writes.
-pub(crate) unsafe fn write_out<T>(what: &str, out: *mut T, value: T) -> Result<(), Failure> {
-    if out.is_null() {
-        return Err(Failure::invalid(format!("{what} is NULL")));
-    }
-    // SAFETY: guaranteed by the caller.
-    unsafe { out.write(value) };
-    Ok(())
 }
 
 #[cfg(test)]

@@ -17,8 +17,9 @@ use async_trait::async_trait;
 use futures::future::BoxFuture;
 use protobuf::Message;
 
-use super::buffer::{bytes, decode, encode, nri_buffer, str_arg, write_out};
+use super::buffer::{bytes, decode, encode, nri_buffer, str_arg};
 use super::error::{boundary, nri_error, nri_status, to_cstring, Failure};
+use super::ptr::{arg_mut, arg_ref, OutSlot};
 use nri_api::*;
 use nri_runtime::{
     BoxError, BuiltinHandlers, Deprecation, DeprecationRecorder, EncodedState, Error, Metrics,
@@ -50,7 +51,10 @@ impl UserData {
 impl Drop for UserData {
     fn drop(&mut self) {
         if let Some(free) = self.free {
-            // SAFETY: the caller's finalizer for the caller's pointer, run once.
+            // SAFETY: `free` and `ptr` came together as a
+            // `free_user_data`/`user_data` pair, documented as "called with
+            // user_data once"; Drop runs once, when the last Arc holding the
+            // pair is gone, so no callback uses `ptr` afterwards.
             unsafe { free(self.ptr) }
         }
     }
@@ -87,9 +91,12 @@ pub unsafe extern "C" fn nri_reply_set_data(
     len: usize,
 ) -> nri_status {
     boundary(std::ptr::null_mut(), || {
-        // SAFETY: guaranteed by the caller.
-        let reply = unsafe { reply.as_mut() }.ok_or_else(|| Failure::invalid("reply is NULL"))?;
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: nri_reply_set_data's contract: `reply` is the reply handed to
+        // the running callback, which the library does not touch until the
+        // callback returns.
+        let reply = unsafe { arg_mut("reply", reply) }?;
+        // SAFETY: nri_reply_set_data's contract: `data` is valid for `len`
+        // bytes, or `len` is 0.
         reply.data = unsafe { bytes("data", data, len) }?.to_vec();
         Ok(())
     })
@@ -107,9 +114,11 @@ pub unsafe extern "C" fn nri_reply_set_error(
     message: *const c_char,
 ) -> nri_status {
     boundary(std::ptr::null_mut(), || {
-        // SAFETY: guaranteed by the caller.
-        let reply = unsafe { reply.as_mut() }.ok_or_else(|| Failure::invalid("reply is NULL"))?;
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: nri_reply_set_error's contract: `reply` is the reply handed
+        // to the running callback, which the library does not touch until the
+        // callback returns.
+        let reply = unsafe { arg_mut("reply", reply) }?;
+        // SAFETY: nri_reply_set_error's contract: `message` is NUL-terminated.
         let msg = unsafe { str_arg("message", message) }?;
         reply.error = Some(msg.to_string());
         Ok(())
@@ -183,12 +192,13 @@ pub unsafe extern "C" fn nri_sync_cb_call(
     err: *mut *mut nri_error,
 ) -> nri_status {
     boundary(err, || {
-        // SAFETY: guaranteed by the caller.
-        let cb = unsafe { cb.as_ref() }.ok_or_else(|| Failure::invalid("cb is NULL"))?;
-        if updates.is_null() {
-            return Err(Failure::invalid("updates is NULL"));
-        }
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: nri_sync_cb_call's contract: `cb` is the value handed to the
+        // running sync callback, alive until it returns.
+        let cb = unsafe { arg_ref("cb", cb) }?;
+        // SAFETY: nri_sync_cb_call's contract: `updates` is writable.
+        let updates = unsafe { OutSlot::new("updates", updates) }?;
+        // SAFETY: nri_sync_cb_call's contract: `state` is valid for `len`
+        // bytes, or `len` is 0.
         let state = unsafe { bytes(SynchronizeRequest::NAME, state, len) }?;
         // Plugins get the pods and containers as encoded here: decoding and
         // encoding them again would cost more than all else in a sync.
@@ -200,9 +210,8 @@ pub unsafe extern "C" fn nri_sync_cb_call(
         })?;
         let mut rsp = SynchronizeResponse::new();
         rsp.update = cb.handle.block_on(cb.cb.call_encoded(&state))?;
-        let buf = encode(&rsp)?;
-        // SAFETY: guaranteed by the caller.
-        unsafe { write_out("updates", updates, buf) }
+        updates.write(encode(&rsp)?);
+        Ok(())
     })
 }
 
@@ -231,8 +240,11 @@ impl SyncFn for FfiSync {
             let handle = tokio::runtime::Handle::current();
             run_blocking("sync", move |reply| {
                 let mut cb = nri_sync_cb { cb, handle };
-                // SAFETY: the caller's callback with its own user data;
-                // `cb` and `reply` outlive the call.
+                // SAFETY: calls `callbacks.sync` of nri_adaptation_new (a valid
+                // table, by its contract) as nri_sync_fn documents, with its
+                // user data, on a blocking thread (callbacks may run on any
+                // thread, by the header's conventions); `cb` and `reply` live
+                // until it returns.
                 unsafe { f(data.ptr, &mut cb, reply) }
             })
             .await
@@ -257,7 +269,11 @@ impl UpdateFn for FfiUpdate {
             req.update = updates;
             let req = req.write_to_bytes()?;
             let rsp = run_blocking("update", move |reply| {
-                // SAFETY: the caller's callback; `req` and `reply` outlive it.
+                // SAFETY: calls `callbacks.update` of nri_adaptation_new (a
+                // valid table, by its contract) as nri_update_fn documents,
+                // with its user data (callbacks may run on any thread, by the
+                // header's conventions); `req` holds `req.len()` bytes, and it
+                // and `reply` live until it returns.
                 unsafe { f(data.ptr, req.as_ptr(), req.len(), reply) }
             })
             .await?;
@@ -332,18 +348,21 @@ pub(crate) struct FfiBuiltin {
 
 impl FfiBuiltin {
     /// # Safety
-    /// `p` is NULL or a valid `nri_builtin_plugin` whose strings are
-    /// NUL-terminated.
+    /// `p` is NULL or points to a valid `nri_builtin_plugin`, whose `name`
+    /// and `index` are NULL or NUL-terminated, for the call.
     pub(crate) unsafe fn from_c(
         p: *const nri_builtin_plugin,
     ) -> Result<(String, String, FfiBuiltin), Failure> {
-        // SAFETY: guaranteed by the caller.
-        let p = unsafe { p.as_ref() }.ok_or_else(|| Failure::invalid("plugin is NULL"))?;
+        // SAFETY: this function's contract: `p` is NULL or a valid table for
+        // the call.
+        let p = unsafe { arg_ref("plugin", p) }?;
         // Own the user data first, so the finalizer runs even on error.
         let data = UserData::new(p.user_data, p.free_user_data);
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: this function's contract: `name` is NULL or NUL-terminated;
+        // it is copied before the call returns.
         let name = unsafe { str_arg("plugin name", p.name) }?.to_string();
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: this function's contract: `index` is NULL or NUL-terminated;
+        // it is copied before the call returns.
         let index = unsafe { str_arg("plugin index", p.index) }?.to_string();
         let f = p
             .handle
@@ -360,7 +379,11 @@ impl FfiBuiltin {
         let req = req.write_to_bytes()?;
         let (f, data) = (self.f, Arc::clone(&self.data));
         let rsp = run_blocking("builtin plugin", move |reply| {
-            // SAFETY: the caller's handler; `req` and `reply` outlive it.
+            // SAFETY: calls the `handle` of nri_options_add_builtin_plugin's
+            // plugin (a valid nri_builtin_plugin, by its contract) as
+            // nri_builtin_fn documents, with its user data (callbacks may run
+            // on any thread, by the header's conventions); `req` holds
+            // `req.len()` bytes, and it and `reply` live until it returns.
             unsafe { f(data.ptr, op, req.as_ptr(), req.len(), reply) }
         })
         .await?;
@@ -533,7 +556,10 @@ impl Metrics for FfiMetrics {
         if let Some(f) = self.invocation {
             let err = err.map(|e| to_cstring(e.to_string()));
             let err_ptr = err.as_ref().map_or(std::ptr::null(), |e| e.as_ptr());
-            // SAFETY: the caller's callback; the strings outlive the call.
+            // SAFETY: calls `invocation` of nri_options_set_metrics's table (a
+            // valid nri_metrics, by its contract) as the field documents, with
+            // the table's user data; the NUL-terminated `plugin`, `op` and
+            // `err` (or NULL) live until it returns.
             unsafe {
                 f(
                     self.data.ptr,
@@ -548,7 +574,10 @@ impl Metrics for FfiMetrics {
     fn record_plugin_latency(&self, plugin: &str, op: &str, latency: Duration) {
         if let Some(f) = self.latency {
             let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
-            // SAFETY: the caller's callback; the strings outlive the call.
+            // SAFETY: calls `latency` of nri_options_set_metrics's table (a
+            // valid nri_metrics, by its contract) as the field documents, with
+            // the table's user data; the NUL-terminated `plugin` and `op` live
+            // until it returns.
             unsafe {
                 f(
                     self.data.ptr,
@@ -578,7 +607,10 @@ impl Metrics for FfiMetrics {
             } else {
                 std::ptr::null()
             };
-            // SAFETY: the caller's callback; the strings and bytes outlive it.
+            // SAFETY: calls `adjustments` of nri_options_set_metrics's table (a
+            // valid nri_metrics, by its contract) as the field documents, with
+            // the table's user data; the NUL-terminated `plugin` and `op`, and
+            // `ptr` (NULL, or `bytes.len()` bytes) live until it returns.
             unsafe {
                 f(
                     self.data.ptr,
@@ -595,7 +627,9 @@ impl Metrics for FfiMetrics {
 
     fn update_plugin_count(&self, count: usize) {
         if let Some(f) = self.plugin_count {
-            // SAFETY: the caller's callback.
+            // SAFETY: calls `plugin_count` of nri_options_set_metrics's table
+            // (a valid nri_metrics, by its contract) as the field documents,
+            // with the table's user data.
             unsafe { f(self.data.ptr, count) }
         }
     }
@@ -631,7 +665,11 @@ impl DeprecationRecorder for FfiDeprecation {
         let d = match deprecation {
             Deprecation::StateChange => nri_deprecation::StateChange,
         };
-        // SAFETY: the caller's callback; the strings outlive the call.
+        // SAFETY: calls the `record` given to
+        // nri_options_set_deprecation_recorder as nri_deprecation_fn documents,
+        // with its user data (callbacks may run on any thread, by the header's
+        // conventions); the NUL-terminated `plugin` and `details` live until it
+        // returns.
         unsafe {
             (self.f)(
                 self.data.ptr,

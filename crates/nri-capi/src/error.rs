@@ -6,6 +6,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use nri_runtime::Error;
 
+use super::ptr::{Handle, OutSlot};
+
 /// The result of every fallible call. Numbers are stable and never reused.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +54,10 @@ pub struct nri_error {
     message: CString,
 }
 
+impl Handle for nri_error {
+    const NAME: &'static str = "error";
+}
+
 /// A failure on its way out through the boundary.
 #[derive(Debug)]
 pub(crate) struct Failure {
@@ -92,6 +98,11 @@ impl From<Error> for Failure {
 
 /// Runs the body of an export: catches panics, and turns a failure into
 /// its status and, if `err` is not NULL, an error object in `*err`.
+///
+/// `err` must be the `err` argument of the export, whose `# Safety`
+/// section says "`err` is NULL or writable", or NULL. This is not an
+/// `unsafe fn` only because every export's contract has that same clause:
+/// an unsafe block at each of the calls would say nothing more.
 pub(crate) fn boundary(
     err: *mut *mut nri_error,
     body: impl FnOnce() -> Result<(), Failure>,
@@ -105,13 +116,14 @@ pub(crate) fn boundary(
         ),
     };
     let status = failure.status;
-    if !err.is_null() {
-        let e = Box::new(nri_error {
+    // SAFETY: every export's contract: its `err`, passed here, is NULL or
+    // aligned and writable for the call; what it held is not read.
+    if let Some(slot) = unsafe { OutSlot::optional(err) } {
+        let e = nri_error {
             status,
             message: to_cstring(failure.message),
-        });
-        // SAFETY: the caller passes a writable `nri_error *` slot or NULL.
-        unsafe { *err = Box::into_raw(e) };
+        };
+        slot.write(e.into_raw());
     }
     status
 }
@@ -145,8 +157,9 @@ pub(crate) fn to_cstring(s: String) -> CString {
 /// `err` is NULL or an error from this library not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn nri_error_status(err: *const nri_error) -> nri_status {
-    // SAFETY: guaranteed by the caller.
-    match unsafe { err.as_ref() } {
+    // SAFETY: nri_error_status's contract: `err` is NULL or an error from
+    // this library not yet freed.
+    match unsafe { nri_error::get(err) } {
         Some(e) => e.status,
         None => nri_status::InvalidArgument,
     }
@@ -159,8 +172,9 @@ pub unsafe extern "C" fn nri_error_status(err: *const nri_error) -> nri_status {
 /// `err` is NULL or an error from this library not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn nri_error_message(err: *const nri_error) -> *const c_char {
-    // SAFETY: guaranteed by the caller.
-    match unsafe { err.as_ref() } {
+    // SAFETY: nri_error_message's contract: `err` is NULL or an error from
+    // this library not yet freed.
+    match unsafe { nri_error::get(err) } {
         Some(e) => e.message.as_ptr(),
         None => c"".as_ptr(),
     }
@@ -172,10 +186,9 @@ pub unsafe extern "C" fn nri_error_message(err: *const nri_error) -> *const c_ch
 /// `err` is NULL or an error from this library not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn nri_error_free(err: *mut nri_error) {
-    if !err.is_null() {
-        // SAFETY: it came from Box::into_raw in `boundary`.
-        drop(unsafe { Box::from_raw(err) });
-    }
+    // SAFETY: nri_error_free's contract: `err` is NULL or an error from
+    // this library (`boundary` made it with `into_raw`) not yet freed.
+    unsafe { nri_error::free(err) }
 }
 
 /// A short description of a status, static and NUL-terminated; "unknown

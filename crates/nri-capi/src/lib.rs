@@ -27,6 +27,7 @@ mod callbacks;
 mod error;
 mod log;
 mod options;
+mod ptr;
 mod spec;
 
 pub use self::adaptation::*;

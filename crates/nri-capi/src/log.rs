@@ -69,7 +69,10 @@ impl Log for FfiLogger {
         };
         let target = to_cstring(record.target().to_string());
         let message = to_cstring(record.args().to_string());
-        // SAFETY: the caller's callback; the strings outlive the call.
+        // SAFETY: nri_set_log_callback's contract: `log` is safe to call from
+        // any thread with `user_data` until it is replaced, and the SINK read
+        // lock held here keeps it from being replaced meanwhile; the
+        // NUL-terminated `target` and `message` live until it returns.
         unsafe { (sink.f)(sink.user_data, level, target.as_ptr(), message.as_ptr()) }
     }
 

@@ -12,6 +12,7 @@ use super::callbacks::{
     FfiMetrics, UserData,
 };
 use super::error::{boundary, nri_error, nri_status, Failure};
+use super::ptr::{arg_ref, Handle};
 use nri_runtime::{BuiltinPlugin, Options};
 use nri_validator::DefaultValidatorConfig;
 
@@ -22,14 +23,19 @@ pub struct nri_options {
     pub(crate) inner: Options,
 }
 
+impl Handle for nri_options {
+    const NAME: &'static str = "options";
+}
+
 /// New options with upstream's defaults: plugins in /opt/nri/plugins,
 /// their configuration in /etc/nri/conf.d, the socket at
 /// /var/run/nri/nri.sock, external connections enabled.
 #[no_mangle]
 pub extern "C" fn nri_options_new() -> *mut nri_options {
-    Box::into_raw(Box::new(nri_options {
+    nri_options {
         inner: Options::default(),
-    }))
+    }
+    .into_raw()
 }
 
 /// Releases options that were not handed to `nri_adaptation_new`, running
@@ -39,22 +45,30 @@ pub extern "C" fn nri_options_new() -> *mut nri_options {
 /// `opts` is NULL or options from `nri_options_new` not yet consumed.
 #[no_mangle]
 pub unsafe extern "C" fn nri_options_free(opts: *mut nri_options) {
-    if !opts.is_null() {
-        // SAFETY: from Box::into_raw in nri_options_new.
-        drop(unsafe { Box::from_raw(opts) });
-    }
+    // SAFETY: nri_options_free's contract: `opts` is NULL or options from
+    // nri_options_new not yet consumed (nor freed).
+    unsafe { nri_options::free(opts) }
 }
 
 /// Runs a setter on options that must not be NULL. Setters check their
 /// arguments before touching the options, so a failed call changes nothing.
-fn with_options(
+///
+/// # Safety
+/// `opts` is NULL or live options from `nri_options_new` (not consumed or
+/// freed), not used by another call while this runs; `err` is NULL or
+/// writable. Every setter's contract says the first part ("`opts` comes
+/// from `nri_options_new`"). The second is what a builder's setters assume
+/// and no export states: the header's "every function is thread-safe"
+/// does not hold for two setters racing on one `nri_options`.
+unsafe fn with_options(
     opts: *mut nri_options,
     err: *mut *mut nri_error,
     set: impl FnOnce(&mut Options) -> Result<(), Failure>,
 ) -> nri_status {
     boundary(err, || {
-        // SAFETY: callers of the exports pass options from nri_options_new.
-        let o = unsafe { opts.as_mut() }.ok_or_else(|| Failure::invalid("options is NULL"))?;
+        // SAFETY: this function's contract: `opts` is NULL or live options no
+        // other call uses meanwhile.
+        let o = unsafe { nri_options::arg_mut(opts) }?;
         set(&mut o.inner)
     })
 }
@@ -62,7 +76,7 @@ fn with_options(
 /// Sets a path option; the path must be a non-empty string.
 ///
 /// # Safety
-/// `path` is NULL or a NUL-terminated string.
+/// As for [`with_options`]; `path` is NULL or a NUL-terminated string.
 unsafe fn set_path(
     opts: *mut nri_options,
     what: &str,
@@ -70,15 +84,19 @@ unsafe fn set_path(
     err: *mut *mut nri_error,
     set: impl FnOnce(Options, &str) -> Options,
 ) -> nri_status {
-    with_options(opts, err, |o| {
-        // SAFETY: guaranteed by the caller.
+    let set_path = |o: &mut Options| {
+        // SAFETY: this function's contract: `path` is NULL or
+        // NUL-terminated.
         let p = unsafe { str_arg(what, path) }?;
         if p.is_empty() {
             return Err(Failure::invalid(format!("{what} is empty")));
         }
         *o = set(std::mem::take(o), p);
         Ok(())
-    })
+    };
+    // SAFETY: this function's contract: `opts` and `err` are as
+    // `with_options` needs.
+    unsafe { with_options(opts, err, set_path) }
 }
 
 /// The directory of pre-installed plugins (`WithPluginPath`).
@@ -92,7 +110,8 @@ pub unsafe extern "C" fn nri_options_set_plugin_path(
     path: *const c_char,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_options_set_plugin_path's contract: `opts` comes from
+    // nri_options_new, `path` is NUL-terminated, `err` is NULL or writable.
     unsafe { set_path(opts, "plugin path", path, err, |o, p| o.plugin_path(p)) }
 }
 
@@ -107,7 +126,8 @@ pub unsafe extern "C" fn nri_options_set_plugin_config_path(
     path: *const c_char,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_options_set_plugin_config_path's contract: `opts` comes from
+    // nri_options_new, `path` is NUL-terminated, `err` is NULL or writable.
     unsafe {
         set_path(opts, "plugin config path", path, err, |o, p| {
             o.plugin_config_path(p)
@@ -126,7 +146,8 @@ pub unsafe extern "C" fn nri_options_set_socket_path(
     path: *const c_char,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_options_set_socket_path's contract: `opts` comes from
+    // nri_options_new, `path` is NUL-terminated, `err` is NULL or writable.
     unsafe { set_path(opts, "socket path", path, err, |o, p| o.socket_path(p)) }
 }
 
@@ -140,10 +161,14 @@ pub unsafe extern "C" fn nri_options_disable_external_connections(
     opts: *mut nri_options,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    with_options(opts, err, |o| {
-        *o = std::mem::take(o).disable_external_connections();
-        Ok(())
-    })
+    // SAFETY: nri_options_disable_external_connections's contract: `opts` comes
+    // from nri_options_new, `err` is NULL or writable.
+    unsafe {
+        with_options(opts, err, |o| {
+            *o = std::mem::take(o).disable_external_connections();
+            Ok(())
+        })
+    }
 }
 
 /// How long a plugin may take to register, in milliseconds, for this
@@ -158,7 +183,9 @@ pub unsafe extern "C" fn nri_options_set_registration_timeout(
     millis: u64,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    set_timeout(opts, millis, err, Options::registration_timeout)
+    // SAFETY: nri_options_set_registration_timeout's contract: `opts` comes
+    // from nri_options_new, `err` is NULL or writable.
+    unsafe { set_timeout(opts, millis, err, Options::registration_timeout) }
 }
 
 /// How long a plugin may take to answer a request, in milliseconds, for
@@ -173,22 +200,30 @@ pub unsafe extern "C" fn nri_options_set_request_timeout(
     millis: u64,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    set_timeout(opts, millis, err, Options::request_timeout)
+    // SAFETY: nri_options_set_request_timeout's contract: `opts` comes from
+    // nri_options_new, `err` is NULL or writable.
+    unsafe { set_timeout(opts, millis, err, Options::request_timeout) }
 }
 
 /// Sets a per-adaptation timeout; 0 leaves the process-wide one in force.
-fn set_timeout(
+///
+/// # Safety
+/// As for [`with_options`].
+unsafe fn set_timeout(
     opts: *mut nri_options,
     millis: u64,
     err: *mut *mut nri_error,
     set: fn(Options, Duration) -> Options,
 ) -> nri_status {
-    with_options(opts, err, |o| {
-        if millis > 0 {
-            *o = set(std::mem::take(o), Duration::from_millis(millis));
-        }
-        Ok(())
-    })
+    // SAFETY: this function's contract is `with_options`'s.
+    unsafe {
+        with_options(opts, err, |o| {
+            if millis > 0 {
+                *o = set(std::mem::take(o), Duration::from_millis(millis));
+            }
+            Ok(())
+        })
+    }
 }
 
 /// Enables the builtin default validator with this configuration
@@ -206,14 +241,18 @@ pub unsafe extern "C" fn nri_options_set_default_validator(
     config: *const c_char,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    with_options(opts, err, |o| {
-        // SAFETY: guaranteed by the caller.
+    let set = |o: &mut Options| {
+        // SAFETY: nri_options_set_default_validator's contract: `config` is
+        // NUL-terminated.
         let text = unsafe { str_arg("config", config) }?;
         let cfg = DefaultValidatorConfig::from_yaml(text)
             .map_err(|e| Failure::invalid(format!("invalid default validator config: {e}")))?;
         *o = std::mem::take(o).default_validator(cfg);
         Ok(())
-    })
+    };
+    // SAFETY: nri_options_set_default_validator's contract: `opts` comes from
+    // nri_options_new, `err` is NULL or writable.
+    unsafe { with_options(opts, err, set) }
 }
 
 /// Adds a builtin plugin (`WithBuiltinPlugins`). The plugin's user data is
@@ -229,18 +268,24 @@ pub unsafe extern "C" fn nri_options_add_builtin_plugin(
     err: *mut *mut nri_error,
 ) -> nri_status {
     // Take the plugin (and its user data) before anything can fail.
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_options_add_builtin_plugin's contract: `plugin` points to a
+    // valid nri_builtin_plugin, which includes NUL-terminated `name` and
+    // `index`.
     let taken = unsafe { FfiBuiltin::from_c(plugin) };
-    with_options(opts, err, |o| {
-        let (name, index, handlers) = taken?;
-        if name.is_empty() || index.is_empty() {
-            return Err(Failure::invalid(format!(
-                "builtin plugin {index:?}-{name:?}: empty name or index"
-            )));
-        }
-        *o = std::mem::take(o).builtin_plugins([BuiltinPlugin::new(name, index, handlers)]);
-        Ok(())
-    })
+    // SAFETY: nri_options_add_builtin_plugin's contract: `opts` comes from
+    // nri_options_new, `err` is NULL or writable.
+    unsafe {
+        with_options(opts, err, |o| {
+            let (name, index, handlers) = taken?;
+            if name.is_empty() || index.is_empty() {
+                return Err(Failure::invalid(format!(
+                    "builtin plugin {index:?}-{name:?}: empty name or index"
+                )));
+            }
+            *o = std::mem::take(o).builtin_plugins([BuiltinPlugin::new(name, index, handlers)]);
+            Ok(())
+        })
+    }
 }
 
 /// Sets the metrics callbacks (`WithMetrics`). The table is copied; its user
@@ -255,13 +300,17 @@ pub unsafe extern "C" fn nri_options_set_metrics(
     metrics: *const nri_metrics,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: guaranteed by the caller.
-    let m = unsafe { metrics.as_ref() }.map(FfiMetrics::from_c);
-    with_options(opts, err, |o| {
-        let m = m.ok_or_else(|| Failure::invalid("metrics is NULL"))?;
-        *o = std::mem::take(o).metrics(Arc::new(m));
-        Ok(())
-    })
+    // SAFETY: nri_options_set_metrics's contract: `metrics` points to a valid
+    // nri_metrics (NULL is refused below, inside the boundary).
+    let m = unsafe { arg_ref("metrics", metrics) }.map(FfiMetrics::from_c);
+    // SAFETY: nri_options_set_metrics's contract: `opts` comes from
+    // nri_options_new, `err` is NULL or writable.
+    unsafe {
+        with_options(opts, err, |o| {
+            *o = std::mem::take(o).metrics(Arc::new(m?));
+            Ok(())
+        })
+    }
 }
 
 /// Sets the deprecation recorder (`WithDeprecationRecorder`). Its user data
@@ -278,11 +327,15 @@ pub unsafe extern "C" fn nri_options_set_deprecation_recorder(
     err: *mut *mut nri_error,
 ) -> nri_status {
     let data = UserData::new(user_data, free_user_data);
-    with_options(opts, err, |o| {
-        let f = record.ok_or_else(|| Failure::invalid("record is NULL"))?;
-        *o = std::mem::take(o).deprecation_recorder(Arc::new(FfiDeprecation { f, data }));
-        Ok(())
-    })
+    // SAFETY: nri_options_set_deprecation_recorder's contract: `opts` comes
+    // from nri_options_new, `err` is NULL or writable.
+    unsafe {
+        with_options(opts, err, |o| {
+            let f = record.ok_or_else(|| Failure::invalid("record is NULL"))?;
+            *o = std::mem::take(o).deprecation_recorder(Arc::new(FfiDeprecation { f, data }));
+            Ok(())
+        })
+    }
 }
 
 /// The NRI version reported to plugins in `Configure` (default: the
@@ -298,10 +351,14 @@ pub unsafe extern "C" fn nri_options_set_nri_version(
     version: *const c_char,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    with_options(opts, err, |o| {
-        // SAFETY: guaranteed by the caller.
+    let set = |o: &mut Options| {
+        // SAFETY: nri_options_set_nri_version's contract: `version` is NUL-
+        // terminated.
         let v = unsafe { str_arg("version", version) }?;
         *o = std::mem::take(o).nri_version(v);
         Ok(())
-    })
+    };
+    // SAFETY: nri_options_set_nri_version's contract: `opts` comes from
+    // nri_options_new, `err` is NULL or writable.
+    unsafe { with_options(opts, err, set) }
 }

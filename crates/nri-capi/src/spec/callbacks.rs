@@ -73,7 +73,11 @@ pub(super) fn call_map_filter(
     map: &HashMap<String, String>,
 ) -> Result<HashMap<String, String>, BoxError> {
     let json = serde_json::to_vec(map)?;
-    // SAFETY: the caller's callback; `json` and the reply outlive the call.
+    // SAFETY: calls the callback given to nri_spec_generator_set_label_filter
+    // or _set_annotation_filter as nri_spec_map_fn documents, with its user
+    // data, on the thread of the call that needs it (as nri_spec_generator
+    // documents); `json` holds `json.len()` bytes, and it and the reply live
+    // until it returns.
     let answer = call(|reply| unsafe { f(data.ptr, json.as_ptr(), json.len(), reply) })?;
     if answer.is_empty() {
         return Ok(map.clone());
@@ -89,7 +93,11 @@ pub(super) fn call_resolver<T: DeserializeOwned + Serialize>(
     class: &str,
 ) -> Result<Option<T>, BoxError> {
     let class = to_cstring(class.to_string());
-    // SAFETY: the caller's callback; `class` and the reply outlive the call.
+    // SAFETY: calls the callback given to
+    // nri_spec_generator_set_blockio_resolver or _set_rdt_resolver as
+    // nri_spec_class_fn documents, with its user data, on the thread of the
+    // call that needs it (as nri_spec_generator documents); the NUL-terminated
+    // `class` and the reply live until it returns.
     let answer = call(|reply| unsafe { (c.f)(c.data.ptr, class.as_ptr(), reply) })?;
     if answer.is_empty() {
         return Ok(None);
@@ -111,7 +119,11 @@ pub(super) fn call_checker(
         None => Value::Null,
     };
     let json = json::to_vec(&view).map_err(|e| callback_error(e.to_string()))?;
-    // SAFETY: the caller's callback; `json` and the reply outlive the call.
+    // SAFETY: calls the callback given to
+    // nri_spec_generator_set_resource_checker as nri_spec_resources_fn
+    // documents, with its user data, on the thread of the call that needs it
+    // (as nri_spec_generator documents); `json` holds `json.len()` bytes, and
+    // it and the reply live until it returns.
     let answer = call(|reply| unsafe { (c.f)(c.data.ptr, json.as_ptr(), json.len(), reply) })?;
     let Some(resources) = resources else {
         return Ok(());
@@ -163,7 +175,11 @@ pub(super) fn call_injector(
         .map_err(|e| callback_error(e.to_string()))?;
     let (_names, ptrs) = c_strings(names.iter().map(String::as_str));
     let (len, count) = (json.len(), ptrs.len());
-    // SAFETY: the caller's callback; the JSON, names and reply outlive it.
+    // SAFETY: calls the callback given to nri_spec_generator_set_cdi_injector
+    // as nri_spec_cdi_fn documents, with its user data, on the thread of the
+    // call that needs it (as nri_spec_generator documents); `json` holds `len`
+    // bytes, `ptrs` `count` NUL-terminated strings (owned by `_names`), and
+    // they and the reply live until it returns.
     let answer = call(|reply| unsafe {
         (c.f)(c.data.ptr, json.as_ptr(), len, ptrs.as_ptr(), count, reply)
     })?;
@@ -181,7 +197,12 @@ pub(super) fn call_propagation(
 ) -> Result<(), BoxError> {
     let source = to_cstring(source.to_string());
     let (_accepted, ptrs) = c_strings(accepted.iter().copied());
-    // SAFETY: the caller's callback; the strings and the reply outlive it.
+    // SAFETY: calls the callback given to
+    // nri_spec_generator_set_propagation_checker as nri_spec_propagation_fn
+    // documents, with its user data, on the thread of the call that needs it
+    // (as nri_spec_generator documents); the NUL-terminated `source`, `ptrs`
+    // with `ptrs.len()` strings (owned by `_accepted`) and the reply live until
+    // it returns.
     call(|reply| unsafe {
         (c.f)(
             c.data.ptr,

@@ -30,9 +30,10 @@ use std::sync::{Arc, Mutex};
 mod callbacks;
 
 use self::callbacks::*;
-use super::buffer::{bytes, decode_raw, nri_buffer, write_out};
+use super::buffer::{bytes, decode_raw, nri_buffer};
 use super::callbacks::{nri_free_fn, nri_reply, UserData};
 use super::error::{boundary, nri_error, nri_status, Failure};
+use super::ptr::{Handle, OutSlot};
 use nri_api::{ContainerAdjustment, LinuxResources};
 use nri_spec::json::{self, JsonError};
 use nri_spec::{Generator, GeneratorBuilder, SpecError};
@@ -53,6 +54,10 @@ use nri_spec::{Generator, GeneratorBuilder, SpecError};
 /// written without one.
 pub struct nri_spec_generator {
     state: Mutex<State>,
+}
+
+impl Handle for nri_spec_generator {
+    const NAME: &'static str = "generator";
 }
 
 #[derive(Clone, Default)]
@@ -126,9 +131,10 @@ pub type nri_spec_propagation_fn = Option<
 /// are handed back), and the host's mount propagation check on Linux.
 #[no_mangle]
 pub extern "C" fn nri_spec_generator_new() -> *mut nri_spec_generator {
-    Box::into_raw(Box::new(nri_spec_generator {
+    nri_spec_generator {
         state: Mutex::new(State::default()),
-    }))
+    }
+    .into_raw()
 }
 
 /// Releases a generator, running the finalizers of its callbacks' user
@@ -138,10 +144,10 @@ pub extern "C" fn nri_spec_generator_new() -> *mut nri_spec_generator {
 /// `g` is NULL or a generator from `nri_spec_generator_new` not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn nri_spec_generator_free(g: *mut nri_spec_generator) {
-    if !g.is_null() {
-        // SAFETY: from Box::into_raw in nri_spec_generator_new.
-        drop(unsafe { Box::from_raw(g) });
-    }
+    // SAFETY: nri_spec_generator_free's contract: `g` is NULL or a generator
+    // from nri_spec_generator_new not yet freed, and no other call races with
+    // this one.
+    unsafe { nri_spec_generator::free(g) }
 }
 
 impl nri_spec_generator {
@@ -161,7 +167,7 @@ impl nri_spec_generator {
 /// even when this fails.
 ///
 /// # Safety
-/// `g` is NULL or a live generator.
+/// `g` is NULL or a live generator; `err` is NULL or writable.
 unsafe fn set_callback<F>(
     g: *mut nri_spec_generator,
     err: *mut *mut nri_error,
@@ -171,8 +177,8 @@ unsafe fn set_callback<F>(
     set: fn(GeneratorBuilder, Callback<F>) -> GeneratorBuilder,
 ) -> nri_status {
     boundary(err, || {
-        // SAFETY: guaranteed by the caller.
-        let g = unsafe { g.as_ref() }.ok_or_else(|| Failure::invalid("generator is NULL"))?;
+        // SAFETY: this function's contract: `g` is NULL or a live generator.
+        let g = unsafe { nri_spec_generator::arg(g) }?;
         let f = f.ok_or_else(|| Failure::invalid(format!("{what} is NULL")))?;
         let mut s = g.state();
         let lossy = Arc::clone(&s.lossy);
@@ -196,7 +202,8 @@ pub unsafe extern "C" fn nri_spec_generator_set_label_filter(
     err: *mut *mut nri_error,
 ) -> nri_status {
     let data = UserData::new(user_data, free_user_data);
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_spec_generator_set_label_filter's contract: `g` comes from
+    // nri_spec_generator_new, `err` is NULL or writable.
     unsafe { set_callback(g, err, "filter", filter, data, label_filter) }
 }
 
@@ -219,7 +226,8 @@ pub unsafe extern "C" fn nri_spec_generator_set_annotation_filter(
     err: *mut *mut nri_error,
 ) -> nri_status {
     let data = UserData::new(user_data, free_user_data);
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_spec_generator_set_annotation_filter's contract: `g` comes
+    // from nri_spec_generator_new, `err` is NULL or writable.
     unsafe { set_callback(g, err, "filter", filter, data, annotation_filter) }
 }
 
@@ -242,7 +250,8 @@ pub unsafe extern "C" fn nri_spec_generator_set_blockio_resolver(
     err: *mut *mut nri_error,
 ) -> nri_status {
     let data = UserData::new(user_data, free_user_data);
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_spec_generator_set_blockio_resolver's contract: `g` comes
+    // from nri_spec_generator_new, `err` is NULL or writable.
     unsafe { set_callback(g, err, "resolve", resolve, data, blockio_resolver) }
 }
 
@@ -264,7 +273,8 @@ pub unsafe extern "C" fn nri_spec_generator_set_rdt_resolver(
     err: *mut *mut nri_error,
 ) -> nri_status {
     let data = UserData::new(user_data, free_user_data);
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_spec_generator_set_rdt_resolver's contract: `g` comes from
+    // nri_spec_generator_new, `err` is NULL or writable.
     unsafe { set_callback(g, err, "resolve", resolve, data, rdt_resolver) }
 }
 
@@ -287,7 +297,8 @@ pub unsafe extern "C" fn nri_spec_generator_set_resource_checker(
     err: *mut *mut nri_error,
 ) -> nri_status {
     let data = UserData::new(user_data, free_user_data);
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_spec_generator_set_resource_checker's contract: `g` comes
+    // from nri_spec_generator_new, `err` is NULL or writable.
     unsafe { set_callback(g, err, "check", check, data, resource_checker) }
 }
 
@@ -311,7 +322,8 @@ pub unsafe extern "C" fn nri_spec_generator_set_cdi_injector(
     err: *mut *mut nri_error,
 ) -> nri_status {
     let data = UserData::new(user_data, free_user_data);
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_spec_generator_set_cdi_injector's contract: `g` comes from
+    // nri_spec_generator_new, `err` is NULL or writable.
     unsafe { set_callback(g, err, "inject", inject, data, cdi_injector) }
 }
 
@@ -334,7 +346,8 @@ pub unsafe extern "C" fn nri_spec_generator_set_propagation_checker(
     err: *mut *mut nri_error,
 ) -> nri_status {
     let data = UserData::new(user_data, free_user_data);
-    // SAFETY: guaranteed by the caller.
+    // SAFETY: nri_spec_generator_set_propagation_checker's contract: `g` comes
+    // from nri_spec_generator_new, `err` is NULL or writable.
     unsafe { set_callback(g, err, "check", check, data, propagation_checker) }
 }
 
@@ -343,14 +356,17 @@ fn propagation_checker(b: GeneratorBuilder, c: Callback<PropagationFn>) -> Gener
 }
 
 /// Runs a setter without a callback on a generator that must not be NULL.
-fn with_state(
+///
+/// # Safety
+/// `g` is NULL or a live generator; `err` is NULL or writable.
+unsafe fn with_state(
     g: *mut nri_spec_generator,
     err: *mut *mut nri_error,
     set: impl FnOnce(&mut State),
 ) -> nri_status {
     boundary(err, || {
-        // SAFETY: callers of the exports pass a live generator or NULL.
-        let g = unsafe { g.as_ref() }.ok_or_else(|| Failure::invalid("generator is NULL"))?;
+        // SAFETY: this function's contract: `g` is NULL or a live generator.
+        let g = unsafe { nri_spec_generator::arg(g) }?;
         set(&mut g.state());
         Ok(())
     })
@@ -366,9 +382,13 @@ pub unsafe extern "C" fn nri_spec_generator_disable_propagation_check(
     g: *mut nri_spec_generator,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    with_state(g, err, |s| {
-        s.builder = std::mem::take(&mut s.builder).no_propagation_check()
-    })
+    // SAFETY: nri_spec_generator_disable_propagation_check's contract: `g`
+    // comes from nri_spec_generator_new, `err` is NULL or writable.
+    unsafe {
+        with_state(g, err, |s| {
+            s.builder = std::mem::take(&mut s.builder).no_propagation_check()
+        })
+    }
 }
 
 /// Allows specs with fields oci-spec 0.10 does not model: from now on they
@@ -382,7 +402,9 @@ pub unsafe extern "C" fn nri_spec_generator_allow_lossy_parsing(
     g: *mut nri_spec_generator,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    with_state(g, err, |s| s.lossy.store(true, Ordering::Relaxed))
+    // SAFETY: nri_spec_generator_allow_lossy_parsing's contract: `g` comes from
+    // nri_spec_generator_new, `err` is NULL or writable.
+    unsafe { with_state(g, err, |s| s.lossy.store(true, Ordering::Relaxed)) }
 }
 
 /// Applies a `ContainerAdjustment` (protobuf) to a spec (JSON). On success
@@ -409,11 +431,17 @@ pub unsafe extern "C" fn nri_spec_adjust(
     err: *mut *mut nri_error,
 ) -> nri_status {
     boundary(err, || {
-        // SAFETY: guaranteed by the caller.
-        let g = unsafe { generator_arg(g, out_spec) }?;
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: nri_spec_adjust's contract: `g` comes from
+        // nri_spec_generator_new, `out_spec` is writable.
+        let (g, out_spec) = unsafe { generator_arg(g, out_spec) }?;
+        // SAFETY: nri_spec_adjust's contract: `out_cdi_devices` is NULL or
+        // writable.
+        let out_cdi_devices = unsafe { OutSlot::optional(out_cdi_devices) };
+        // SAFETY: nri_spec_adjust's contract: `spec` is valid for `spec_len`
+        // bytes (or `spec_len` is 0).
         let input = unsafe { bytes("spec", spec, spec_len) }?;
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: nri_spec_adjust's contract: `adjustment` is valid for
+        // `adjustment_len` bytes (or `adjustment_len` is 0).
         let adjust: ContainerAdjustment = unsafe { decode_raw(adjustment, adjustment_len) }?;
         let pids = adjust.linux.resources.pids.as_ref().map(|p| p.limit);
         let (generator, lossy) = g.snapshot();
@@ -422,11 +450,9 @@ pub unsafe extern "C" fn nri_spec_adjust(
         // Both encoded before either is written: outputs only on success.
         let spec = json::to_vec(&json::spec_to_json(&spec)?)?;
         let cdi = json::to_vec(&adjusted.pending_cdi_devices)?;
-        // SAFETY: guaranteed by the caller; checked not NULL above.
-        unsafe { out_spec.write(nri_buffer::from_vec(spec)) };
-        if !out_cdi_devices.is_null() {
-            // SAFETY: guaranteed by the caller.
-            unsafe { out_cdi_devices.write(nri_buffer::from_vec(cdi)) };
+        out_spec.write(nri_buffer::from_vec(spec));
+        if let Some(out) = out_cdi_devices {
+            out.write(nri_buffer::from_vec(cdi));
         }
         Ok(())
     })
@@ -452,11 +478,14 @@ pub unsafe extern "C" fn nri_spec_update_resources(
     err: *mut *mut nri_error,
 ) -> nri_status {
     boundary(err, || {
-        // SAFETY: guaranteed by the caller.
-        let g = unsafe { generator_arg(g, out_spec) }?;
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: nri_spec_update_resources's contract: `g` comes from
+        // nri_spec_generator_new, `out_spec` is writable.
+        let (g, out_spec) = unsafe { generator_arg(g, out_spec) }?;
+        // SAFETY: nri_spec_update_resources's contract: `spec` is valid for
+        // `spec_len` bytes (or `spec_len` is 0).
         let input = unsafe { bytes("spec", spec, spec_len) }?;
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: nri_spec_update_resources's contract: `resources` is valid
+        // for `resources_len` bytes (or `resources_len` is 0).
         let update: LinuxResources = unsafe { decode_raw(resources, resources_len) }?;
         let (generator, lossy) = g.snapshot();
         let mut spec = json::parse_spec(input, lossy, update.pids.as_ref().map(|p| p.limit))?;
@@ -464,8 +493,7 @@ pub unsafe extern "C" fn nri_spec_update_resources(
             .update_resources(&mut spec, &update)
             .map_err(spec_failure)?;
         let spec = nri_buffer::from_vec(json::to_vec(&json::spec_to_json(&spec)?)?);
-        // SAFETY: guaranteed by the caller; checked not NULL above.
-        unsafe { out_spec.write(spec) };
+        out_spec.write(spec);
         Ok(())
     })
 }
@@ -486,9 +514,11 @@ pub unsafe extern "C" fn nri_spec_filter_labels(
     err: *mut *mut nri_error,
 ) -> nri_status {
     boundary(err, || {
-        // SAFETY: guaranteed by the caller.
-        let g = unsafe { generator_arg(g, out_json) }?;
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: nri_spec_filter_labels's contract: `g` comes from
+        // nri_spec_generator_new, `out_json` is writable.
+        let (g, out_json) = unsafe { generator_arg(g, out_json) }?;
+        // SAFETY: nri_spec_filter_labels's contract: `labels` is valid for
+        // `len` bytes (or `len` is 0).
         let input = unsafe { bytes("labels", labels, len) }?;
         let labels: Option<HashMap<String, String>> =
             serde_json::from_slice(input).map_err(|e| {
@@ -498,9 +528,7 @@ pub unsafe extern "C" fn nri_spec_filter_labels(
         let filtered = generator
             .filter_labels(&labels.unwrap_or_default())
             .map_err(spec_failure)?;
-        let json = nri_buffer::from_vec(json::to_vec(&filtered)?);
-        // SAFETY: guaranteed by the caller; checked not NULL above.
-        unsafe { out_json.write(json) };
+        out_json.write(nri_buffer::from_vec(json::to_vec(&filtered)?));
         Ok(())
     })
 }
@@ -520,32 +548,33 @@ pub unsafe extern "C" fn nri_spec_resources_to_oci(
     err: *mut *mut nri_error,
 ) -> nri_status {
     boundary(err, || {
-        if out_json.is_null() {
-            return Err(Failure::invalid("out_json is NULL"));
-        }
-        // SAFETY: guaranteed by the caller.
+        // SAFETY: nri_spec_resources_to_oci's contract: `out_json` is writable.
+        let out_json = unsafe { OutSlot::new("out_json", out_json) }?;
+        // SAFETY: nri_spec_resources_to_oci's contract: `resources` is valid
+        // for `len` bytes (or `len` is 0).
         let r: LinuxResources = unsafe { decode_raw(resources, len) }?;
         let mut oci = nri_spec::resources_to_oci(&r).map_err(spec_failure)?;
         json::unset_unlimited_pids(&mut oci, &r);
         let json = json::to_vec(&json::resources_to_json(&oci)?)?;
-        // SAFETY: guaranteed by the caller; checked not NULL above.
-        unsafe { write_out("out_json", out_json, nri_buffer::from_vec(json)) }
+        out_json.write(nri_buffer::from_vec(json));
+        Ok(())
     })
 }
 
-/// The generator of a call, checked with the output slot every call has.
+/// The generator of a call, checked after the output slot every call has
+/// ("output buffer is NULL", then "generator is NULL").
 ///
 /// # Safety
-/// `g` is NULL or a live generator.
+/// `g` is NULL or a live generator; `out` is NULL or writable for `'a`.
 unsafe fn generator_arg<'a>(
     g: *const nri_spec_generator,
     out: *mut nri_buffer,
-) -> Result<&'a nri_spec_generator, Failure> {
-    if out.is_null() {
-        return Err(Failure::invalid("output buffer is NULL"));
-    }
-    // SAFETY: guaranteed by the caller.
-    unsafe { g.as_ref() }.ok_or_else(|| Failure::invalid("generator is NULL"))
+) -> Result<(&'a nri_spec_generator, OutSlot<'a, nri_buffer>), Failure> {
+    // SAFETY: this function's contract: `out` is NULL or writable for 'a.
+    let out = unsafe { OutSlot::new("output buffer", out) }?;
+    // SAFETY: this function's contract: `g` is NULL or a live generator.
+    let g = unsafe { nri_spec_generator::arg(g) }?;
+    Ok((g, out))
 }
 
 impl From<JsonError> for Failure {
