@@ -185,12 +185,12 @@ bench-run:
 ## header: regenerate crates/nri-capi/include/nri.h with the pinned cbindgen
 CAPI_DIR := $(CURDIR)/crates/nri-capi
 header: $(CBINDGEN)
-	cd $(CAPI_DIR) && $(CBINDGEN) --config cbindgen.toml --crate nri-capi --output include/nri.h
+	cd $(CAPI_DIR) && $(CBINDGEN) --quiet --config cbindgen.toml --crate nri-capi --output include/nri.h
 
 ## check-header: fail when the committed header is stale
 check-header: $(CBINDGEN)
 	@mkdir -p build
-	cd $(CAPI_DIR) && $(CBINDGEN) --config cbindgen.toml --crate nri-capi --output $(CURDIR)/build/nri.h.check
+	cd $(CAPI_DIR) && $(CBINDGEN) --quiet --config cbindgen.toml --crate nri-capi --output $(CURDIR)/build/nri.h.check
 	@diff -u $(NRI_INCLUDE_DIR)/nri.h build/nri.h.check || \
 	  { echo "crates/nri-capi/include/nri.h is stale: run 'make header' and commit it" >&2; exit 1; }
 
