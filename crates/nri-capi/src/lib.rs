@@ -16,7 +16,9 @@
 //!   inside `catch_unwind`, so no panic ever unwinds into C;
 //! * callbacks take a `void *user_data` with an optional finalizer, and may
 //!   run on any thread, concurrently;
-//! * every function is thread-safe and blocks the calling thread until done.
+//! * every function may be called from any thread and blocks it until done;
+//!   calls on one `nri_adaptation` or `nri_spec_generator` may run
+//!   concurrently, an `nri_options` or `nri_reply` is for one call at a time.
 
 // C names: `nri_status`, `nri_buffer`, ... (cbindgen keeps them as written).
 #![allow(non_camel_case_types)]

@@ -57,9 +57,8 @@ pub unsafe extern "C" fn nri_options_free(opts: *mut nri_options) {
 /// `opts` is NULL or live options from `nri_options_new` (not consumed or
 /// freed), not used by another call while this runs; `err` is NULL or
 /// writable. Every setter's contract says the first part ("`opts` comes
-/// from `nri_options_new`"). The second is what a builder's setters assume
-/// and no export states: the header's "every function is thread-safe"
-/// does not hold for two setters racing on one `nri_options`.
+/// from `nri_options_new`"); the second is the header's thread rule (an
+/// `nri_options` is for one call at a time).
 unsafe fn with_options(
     opts: *mut nri_options,
     err: *mut *mut nri_error,
