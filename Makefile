@@ -23,7 +23,7 @@ export CGO_CFLAGS := $(or $(CGO_CFLAGS),-O2 -g)
 NRI_VERSION := $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
 
 LINT_PHONY := lint lint-rust lint-go lint-sh lint-deny
-.PHONY: $(LINT_PHONY) provenance pkgconfig install all build demo demo-go example test test-rust test-go test-c conformance e2e e2e-containerd e2e-crio bench bench-run header check-header fmt clean
+.PHONY: $(LINT_PHONY) provenance pkgconfig install test-install all build demo demo-go example test test-rust test-go test-c conformance e2e e2e-containerd e2e-crio bench bench-run header check-header fmt clean
 
 all: build
 
@@ -73,7 +73,7 @@ example: build
 ## test: every test (Rust unit + integration, Go wrapper, wire and interop,
 ## upstream's adaptation suite, header, C tests of the ABI, containerd and
 ## CRI-O built with nri-rs running their own NRI end-to-end tests)
-test: check-header provenance test-rust test-go conformance test-c e2e
+test: check-header provenance test-rust test-go conformance test-c test-install e2e
 
 test-rust:
 	$(CARGO) test --workspace
@@ -146,6 +146,12 @@ test-c: build
 	  NRI_BIN_DIR=$(TARGET_DIR)/debug NRI_NATIVE_LIBS="$(NRI_NATIVE_LIBS)" \
 	  BUILD=$(CURDIR)/build/c
 
+## test-install: nri-rs used from outside the repository: `make install`
+## into a temporary prefix, then a Go program on go/adaptation built with
+## only PKG_CONFIG_PATH, dynamic and static, run with a real plugin
+test-install: build
+	tests/install/outside.sh $(TARGET_DIR)/debug/nri-logger
+
 ## conformance: upstream's own pkg/adaptation suite against go/adaptation
 conformance: build
 	tests/conformance/run.sh
@@ -171,7 +177,7 @@ BENCH_FLAGS ?= -v
 bench:
 	$(CARGO) build --release -p nri-capi
 	$(CARGO) build --release -p nri-test-tools --bin nri-bench-plugin --bin nri-bench-core
-	$(MAKE) --no-print-directory bench-run NRI_LIB_DIR=$(TARGET_DIR)/release
+	$(MAKE) --no-print-directory pkgconfig bench-run NRI_LIB_DIR=$(TARGET_DIR)/release
 
 # The benchmark program links the release staticlib (NRI_LIB_DIR, set by bench).
 bench-run:

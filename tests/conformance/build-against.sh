@@ -2,7 +2,7 @@
 # Builds go/adaptation, as a runtime would get it with `go build -overlay`,
 # in a scratch module that requires upstream NRI at the given version (CRI-O
 # pins v0.12.0, containerd v0.12.2), so the package keeps compiling against
-# both. Needs the same CGO_CFLAGS / CGO_LDFLAGS as the Go tests.
+# both. Needs pkg-config to find nri.pc, as the Go tests do.
 set -euo pipefail
 version=${1:?usage: build-against.sh NRI_VERSION}
 root=$(cd "$(dirname "$0")/../.." && pwd)

@@ -9,8 +9,8 @@
 # known-differences.txt (one ginkgo regexp per line, each explained in
 # docs/COMPATIBILITY.md) and skipped; their count is printed.
 #
-# Needs CGO_CFLAGS / CGO_LDFLAGS pointing at include/ and libnri.a (the
-# Makefile sets them). Prints "N passed, N failed, N skipped (known
+# Needs pkg-config to find nri.pc (the Makefile points PKG_CONFIG_PATH at
+# the one `make build` writes). Prints "N passed, N failed, N skipped (known
 # differences)" and fails unless every spec that ran passed.
 set -euo pipefail
 

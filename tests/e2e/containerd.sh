@@ -56,13 +56,23 @@ log "containerd $CONTAINERD_VERSION pins NRI $nri_version"
 export GOFLAGS=-mod=vendor
 ld="-X $PKG/version.Version=$CONTAINERD_VERSION -X $PKG/version.Revision=nri-rs-e2e -X $PKG/version.Package=$PKG"
 
-# build_containerd BIN: as containerd's Makefile does it: PIE daemon and
-# tools, a static cgo-less shim; `go test -c` for the integration tests.
+# The daemon is built as containerd's static release is (`make STATIC=1`:
+# osusergo, netgo and static_build tags, -extldflags -static), the harder
+# link for nri-rs; E2E_CONTAINERD_STATIC=0 builds the PIE daemon of a
+# distribution build instead. CRI-O's e2e covers a dynamic daemon.
+E2E_CONTAINERD_STATIC=${E2E_CONTAINERD_STATIC:-1}
+if [ "$E2E_CONTAINERD_STATIC" = 1 ]; then
+    daemon_flags=(-tags "urfave_cli_no_docs osusergo netgo static_build" -ldflags "$ld -extldflags -static")
+else
+    daemon_flags=(-buildmode=pie -tags urfave_cli_no_docs -ldflags "$ld")
+fi
+
+# build_containerd BIN: as containerd's Makefile does it: the daemon (above),
+# PIE tools, a static cgo-less shim; `go test -c` for the integration tests.
 build_containerd() {
     local bin=$1
     cd "$src"
-    nice -n 10 go build -buildmode=pie -tags urfave_cli_no_docs -ldflags "$ld" "${OVERLAY_FLAG[@]}" \
-        -o "$bin/$DAEMON" ./cmd/containerd
+    nice -n 10 go build "${daemon_flags[@]}" "${OVERLAY_FLAG[@]}" -o "$bin/$DAEMON" ./cmd/containerd
     nice -n 10 go build -buildmode=pie -tags urfave_cli_no_docs -ldflags "$ld" -o "$bin/ctr" ./cmd/ctr
     CGO_ENABLED=0 nice -n 10 go build -tags "urfave_cli_no_docs no_grpc" \
         -ldflags "$ld -extldflags -static" -o "$bin/containerd-shim-runc-v2" ./cmd/containerd-shim-runc-v2
@@ -71,7 +81,10 @@ build_containerd() {
 
 setup_flavor "containerd-$CONTAINERD_VERSION" "$src" "$nri_version"
 bin=$E2E_BUILD/bin/containerd-$CONTAINERD_VERSION-$(flavor)
-build_cached "$bin" build_containerd "$CONTAINERD_VERSION $ld ${OVERLAY_FLAG[*]}"
+build_cached "$bin" build_containerd "$CONTAINERD_VERSION $ld ${daemon_flags[*]} ${OVERLAY_FLAG[*]}"
+if [ "$E2E_CONTAINERD_STATIC" = 1 ] && ldd "$bin/$DAEMON" >/dev/null 2>&1; then
+    die "$bin/$DAEMON should be static but is dynamically linked"
+fi
 if [ "$(flavor)" = nri-rs ]; then
     # The swap must be real: the daemon links the Rust core.
     [ "$(go tool nm "$bin/$DAEMON" | grep -c ' nri_adaptation_new$')" != 0 ] ||
@@ -181,6 +194,7 @@ restarts=$(grep -c '^--- supervisor: daemon exited' "$daemon_log" || true)
 e2e_secs=$(($(date +%s) - te))
 
 what=$(label "containerd $CONTAINERD_VERSION" "$nri_version")
+[ "$E2E_CONTAINERD_STATIC" = 1 ] && what="$what, static daemon"
 echo "$what: unit tests of internal/nri, internal/cri/nri (tests and subtests):"
 echo "$(result_name containerd-unit): $unit_passed passed, $unit_failed failed, $unit_skipped skipped"
 echo "$what: NRI integration tests (daemon restarted $restarts times by the supervisor):"

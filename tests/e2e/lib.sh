@@ -258,27 +258,29 @@ vendored_version() {
 
 # --- nri-rs -----------------------------------------------------------------
 
-# nri_rs_env: builds the RELEASE staticlib and points cgo at it and at
-# include/. Sets NRI_RS_VERSION. A runtime build without it links nothing
-# of nri-rs (the stock build).
+# nri_rs_env: installs nri-rs as a runtime maintainer would (`make install`
+# into a prefix of this run's build directory: release libnri.a, nri.h,
+# nri.pc) and points pkg-config, and nothing else, at it: go/adaptation's
+# `#cgo pkg-config: nri` finds the rest. Sets NRI_LIB_DIR (for the build
+# key) and NRI_RS_VERSION. A runtime build without it links nothing of
+# nri-rs (the stock build).
 nri_rs_env() {
-    local target
-    log "building the nri-rs staticlib (cargo build --release -p nri-capi)"
-    (cd "$E2E_ROOT" && nice -n 10 cargo build --release -p nri-capi) >&2 || die "cargo build --release -p nri-capi failed"
-    target=$(cd "$E2E_ROOT" && cargo metadata --format-version 1 --no-deps |
-        grep -o '"target_directory":"[^"]*"' | cut -d'"' -f4)
-    [ -f "$target/release/libnri.a" ] || die "$target/release/libnri.a was not built"
-    NRI_LIB_DIR=$target/release
-    NRI_RS_VERSION=$(cd "$E2E_ROOT" && cargo metadata --format-version 1 --no-deps |
-        grep -o '"name":"nri-capi","version":"[^"]*"' | cut -d'"' -f8)
-    # Replace, not append: `make` exports flags for the debug library, and
-    # the first -L that has libnri.a wins.
-    export CGO_CFLAGS="-I$E2E_ROOT/crates/nri-capi/include -O2 -g"
-    export CGO_LDFLAGS="-L$NRI_LIB_DIR"
+    local prefix=$E2E_BUILD/nri-rs-prefix
+    log "installing nri-rs into $prefix (make install)"
+    nice -n 10 make -C "$E2E_ROOT" --no-print-directory install PREFIX="$prefix" >&2 ||
+        die "make install failed"
+    [ -f "$prefix/lib/libnri.a" ] || die "make install put no libnri.a into $prefix/lib"
+    NRI_LIB_DIR=$prefix/lib
+    export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
+    NRI_RS_VERSION=$(pkg-config --modversion nri) || die "pkg-config cannot find the nri.pc just installed"
+    # Only pkg-config: `make` exports flags for its own uses, which a
+    # runtime's build must not see.
+    unset CGO_LDFLAGS CGO_CPPFLAGS
+    export CGO_CFLAGS="-O2 -g"
 }
 
 stock_env() {
-    unset CGO_CFLAGS CGO_LDFLAGS
+    unset CGO_CFLAGS CGO_LDFLAGS PKG_CONFIG_PATH
     NRI_RS_VERSION=
 }
 
@@ -323,7 +325,8 @@ build_cached() {
             declare -f "$func"
             printf '%s\n' "$desc" "$(flavor)"
             if [ "$(flavor)" = nri-rs ]; then
-                cat "$NRI_LIB_DIR/libnri.a" "$E2E_ROOT/crates/nri-capi/include/nri.h" "$E2E_ROOT"/go/adaptation/*
+                cat "$NRI_LIB_DIR/libnri.a" "$NRI_LIB_DIR/pkgconfig/nri.pc" \
+                    "$NRI_LIB_DIR/../include/nri.h" "$E2E_ROOT"/go/adaptation/*
             fi
         } | sha256sum | cut -c1-16
     )
