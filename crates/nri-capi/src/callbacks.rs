@@ -744,7 +744,11 @@ mod tests {
             assert_eq!(format!("{op:?}"), event.pretty_name());
         }
         let events = EVERY_OP.into_iter().filter_map(event_of).count();
-        assert_eq!(events, ALL_EVENTS.len(), "an op for an event that is not one");
+        assert_eq!(
+            events,
+            ALL_EVENTS.len(),
+            "an op for an event that is not one"
+        );
     }
 
     #[test]

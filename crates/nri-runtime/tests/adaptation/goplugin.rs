@@ -26,7 +26,10 @@ pub fn go_plugin() -> &'static Path {
             .current_dir(root.join("go/tests"))
             .status()
             .expect("go toolchain (see .ci/run)");
-        assert!(status.success(), "building go/tests/cmd/nri-test-plugin failed");
+        assert!(
+            status.success(),
+            "building go/tests/cmd/nri-test-plugin failed"
+        );
         out
     })
 }
