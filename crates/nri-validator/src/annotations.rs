@@ -221,7 +221,7 @@ mod tests {
     fn bad_items_are_named_by_index() {
         assert_eq!(
             parse_plugin_list("[a, {b: c}]").unwrap_err(),
-            "at [1]: invalid type: map, expected a string"
+            "invalid type: map, expected a string, at [1]"
         );
     }
 

@@ -114,8 +114,8 @@ impl DefaultValidatorConfig {
     /// `tolerateMissingPluginsAnnotation`, ...). Blank text is the default
     /// configuration, which leaves the validator off.
     ///
-    /// An error names the key path (`at rejectOCIHookAdjustment: invalid
-    /// type: string "yes", expected a boolean`). Unknown keys are ignored,
+    /// An error ends with the key path (`invalid type: string "yes",
+    /// expected a boolean, at rejectOCIHookAdjustment`). Unknown keys are ignored,
     /// as upstream does, with a warning naming each.
     pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
         Self::from_yaml_in("default validator config", text)

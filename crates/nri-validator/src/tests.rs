@@ -966,12 +966,12 @@ tolerateMissingPluginsAnnotation: ~
             .unwrap_err();
         assert_eq!(
             err.to_string(),
-            r#"at rejectOCIHookAdjustment: invalid type: string "yes", expected a boolean"#
+            r#"invalid type: string "yes", expected a boolean, at rejectOCIHookAdjustment"#
         );
         let err = DefaultValidatorConfig::from_yaml("required_plugins: [a, [b]]").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "at required_plugins[1]: invalid type: sequence, expected a string"
+            "invalid type: sequence, expected a string, at required_plugins[1]"
         );
     }
 

@@ -361,8 +361,9 @@ fn empty() -> Node {
 }
 
 /// Decodes the first document of `text` into `T` with serde_yaml 0.9's
-/// semantics. An error names the key path where decoding failed
-/// (`at requiredPlugins[1]: invalid type: ...`); each key that `T` does
+/// semantics. An error ends with the key path where decoding failed
+/// (`invalid type: ..., at requiredPlugins[1]`; after the message, so
+/// that text matching the message's start keeps working); each key that `T` does
 /// not know is passed to `unknown` (as `a.b[0].c`) and otherwise ignored.
 pub fn from_str<T: DeserializeOwned>(
     text: &str,
@@ -388,7 +389,7 @@ where
         if path == "." || path.is_empty() {
             Error::new(inner)
         } else {
-            Error::new(format!("at {path}: {inner}"))
+            Error::new(format!("{inner}, at {path}"))
         }
     })
 }
@@ -686,17 +687,17 @@ mod tests {
         let (r, _) = unknown_keys("flag: yes");
         assert_eq!(
             r.unwrap_err().to_string(),
-            r#"at flag: invalid type: string "yes", expected a boolean"#
+            r#"invalid type: string "yes", expected a boolean, at flag"#
         );
         let (r, _) = unknown_keys("names: [a, [b]]");
         assert_eq!(
             r.unwrap_err().to_string(),
-            "at names[1]: invalid type: sequence, expected a string"
+            "invalid type: sequence, expected a string, at names[1]"
         );
         let (r, _) = unknown_keys("inner: {n: -1}");
         assert_eq!(
             r.unwrap_err().to_string(),
-            "at inner.n: invalid value: integer `-1`, expected u32"
+            "invalid value: integer `-1`, expected u32, at inner.n"
         );
         let (r, _) = unknown_keys("[1]");
         assert!(r.unwrap_err().to_string().starts_with("invalid type"));

@@ -14,7 +14,7 @@ use crate::goyaml;
 /// nothing; text that is not a mapping is an error. Decoding follows Go:
 /// `null` is the zero value, keys match case-insensitively.
 ///
-/// An error names the key path (`at events: invalid type: ...`); a key
+/// An error ends with the key path (`invalid type: ..., at events`); a key
 /// `T` does not know is logged as a warning and ignored, as Go ignores it.
 pub fn merge_yaml<T: Serialize + DeserializeOwned>(
     base: &T,
@@ -25,7 +25,7 @@ pub fn merge_yaml<T: Serialize + DeserializeOwned>(
 }
 
 /// [`merge_yaml`] for text read from `source` (a file name, say), which
-/// errors and warnings name: `SOURCE: at KEY: ...`.
+/// errors and warnings name: `SOURCE: MESSAGE, at KEY`.
 pub fn merge_yaml_in<T: Serialize + DeserializeOwned>(
     source: &str,
     base: &T,
@@ -85,7 +85,7 @@ mod tests {
         assert!(merge_yaml(&base, "events: {", str::to_string).is_err());
         assert_eq!(
             merge_yaml(&base, "events: 3", str::to_string).unwrap_err(),
-            "at events: invalid type: integer `3`, expected a sequence"
+            "invalid type: integer `3`, expected a sequence, at events"
         );
         assert_eq!(
             merge_yaml_in(
@@ -95,7 +95,7 @@ mod tests {
                 str::to_string
             )
             .unwrap_err(),
-            "/etc/nri/conf.d/x.conf: at logFile: invalid type: sequence, expected a string"
+            "/etc/nri/conf.d/x.conf: invalid type: sequence, expected a string, at logFile"
         );
     }
 

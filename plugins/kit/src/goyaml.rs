@@ -22,14 +22,14 @@ use serde_json::{Map, Number, Value};
 
 /// Decodes `text` (YAML or JSON) into `T` as Go's `yaml.Unmarshal` from
 /// `sigs.k8s.io/yaml` would. The error text is meant for a log line and
-/// names the key path (`at [0].major: ...`); unknown keys are logged as
+/// ends with the key path (`..., at [0].major`); unknown keys are logged as
 /// warnings and ignored.
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, String> {
     decode(None, text, true)
 }
 
 /// [`from_str`] for text from `source` (a file, an annotation key), which
-/// errors and warnings name: `SOURCE: at KEY: ...`.
+/// errors and warnings name: `SOURCE: MESSAGE, at KEY`.
 pub fn from_str_in<T: DeserializeOwned>(source: &str, text: &str) -> Result<T, String> {
     decode(Some(source), text, true)
 }
@@ -548,7 +548,7 @@ mod tests {
         assert_eq!(UNKNOWN.with(|u| u.borrow().clone()), ["[0].majr"]);
         assert_eq!(
             from_str_in::<Vec<Dev>>("devices.noderesource.dev", "- major: abc").unwrap_err(),
-            r#"devices.noderesource.dev: at [0].major: invalid type: string "abc", expected i64"#
+            r#"devices.noderesource.dev: invalid type: string "abc", expected i64, at [0].major"#
         );
     }
 
