@@ -6,7 +6,8 @@
 //! annotated for a Go runtime means the same thing to ours.
 
 use nri_api::PodSandbox;
-use serde::Deserialize;
+
+use crate::yaml;
 
 use nri_api::quote::go_quote;
 
@@ -65,12 +66,16 @@ pub(crate) fn parse_go_bool(value: &str) -> Result<bool, String> {
 /// * null items are dropped, other scalars keep their text (`[1]` is
 ///   `"1"`).
 ///
-/// The error is serde_yaml's text, which differs from go-yaml's.
+/// The error is our YAML reader's text (with the index of a bad item),
+/// which differs from go-yaml's; the caller names the annotation. The
+/// work is linear in the value's length, aliases included (see
+/// [`crate::yaml::parse`]).
 pub(crate) fn parse_plugin_list(value: &str) -> Result<Vec<String>, String> {
-    let Some(document) = serde_yaml::Deserializer::from_str(value).next() else {
+    let Some(document) = yaml::parse(value).map_err(|e| e.to_string())? else {
         return Ok(Vec::new());
     };
-    let items = Option::<Vec<Option<String>>>::deserialize(document).map_err(|e| e.to_string())?;
+    let items: Option<Vec<Option<String>>> =
+        yaml::decode(yaml::NodeDe(&document), &mut |_| {}).map_err(|e| e.to_string())?;
     Ok(items.into_iter().flatten().flatten().collect())
 }
 
@@ -209,6 +214,33 @@ mod tests {
             "\t[a]",
         ] {
             assert!(parse_plugin_list(value).is_err(), "{value:?}");
+        }
+    }
+
+    #[test]
+    fn bad_items_are_named_by_index() {
+        assert_eq!(
+            parse_plugin_list("[a, {b: c}]").unwrap_err(),
+            "invalid type: map, expected a string, at [1]"
+        );
+    }
+
+    #[test]
+    fn hostile_values_are_refused_quickly() {
+        use std::time::{Duration, Instant};
+        // Billion laughs, nesting a million deep, and a large flat list.
+        let mut laughs = String::from("- &a0 lol\n");
+        for i in 1..12 {
+            let prev = format!("*a{}", i - 1);
+            laughs.push_str(&format!("- &a{i} [{}]\n", [prev.as_str(); 10].join(", ")));
+        }
+        let deep = "[".repeat(1 << 20);
+        let flat = format!("[{}]", vec!["p"; 1 << 18].join(", "));
+        for (value, refused) in [(&laughs, true), (&deep, true), (&flat, false)] {
+            let start = Instant::now();
+            let result = parse_plugin_list(value);
+            assert_eq!(result.is_err(), refused, "{}", &value[..40]);
+            assert!(start.elapsed() < Duration::from_secs(5), "{}", &value[..40]);
         }
     }
 }

@@ -8,6 +8,7 @@
 //! this port differs from upstream.
 
 pub mod annotations;
+pub mod yaml;
 
 #[cfg(test)]
 mod tests;
@@ -112,11 +113,28 @@ impl DefaultValidatorConfig {
     /// (`enable`, `rejectOCIHookAdjustment`, `requiredPlugins`,
     /// `tolerateMissingPluginsAnnotation`, ...). Blank text is the default
     /// configuration, which leaves the validator off.
+    ///
+    /// An error ends with the key path (`invalid type: string "yes",
+    /// expected a boolean, at rejectOCIHookAdjustment`). Unknown keys are ignored,
+    /// as upstream does, with a warning naming each.
     pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
+        Self::from_yaml_in("default validator config", text)
+    }
+
+    /// [`from_yaml`](Self::from_yaml) for text read from `source` (a file
+    /// name, say), which the unknown-key warnings name.
+    pub fn from_yaml_in(source: &str, text: &str) -> Result<Self, ConfigError> {
+        Self::parse(text, &mut |key| {
+            log::warn!("{source}: unknown key {} (ignored)", go_quote(&key))
+        })
+    }
+
+    /// Parses `text`, passing the path of each unknown key to `unknown`.
+    fn parse(text: &str, unknown: &mut dyn FnMut(String)) -> Result<Self, ConfigError> {
         if text.trim().is_empty() {
             return Ok(Self::default());
         }
-        serde_yaml::from_str(text).map_err(|e| ConfigError(e.to_string()))
+        yaml::from_str(text, unknown).map_err(|e| ConfigError(e.to_string()))
     }
 }
 

@@ -835,7 +835,7 @@ mod config {
     }
 
     fn parse(yaml: &str) -> DefaultValidatorConfig {
-        serde_yaml::from_str(yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"))
+        DefaultValidatorConfig::from_yaml(yaml).unwrap_or_else(|e| panic!("{yaml}: {e}"))
     }
 
     type Setter = fn(&mut DefaultValidatorConfig);
@@ -938,10 +938,11 @@ tolerateMissingPluginsAnnotation: ~
 
     #[test]
     fn writes_yaml_keys() {
-        let yaml = serde_yaml::to_string(&full()).unwrap();
-        assert!(yaml.contains("rejectOCIHookAdjustment: true"), "{yaml}");
+        // JSON is YAML: what we write reads back.
+        let yaml = serde_json::to_string(&full()).unwrap();
+        assert!(yaml.contains("\"rejectOCIHookAdjustment\":true"), "{yaml}");
         assert!(
-            yaml.contains("tolerateMissingPluginsAnnotation: tolerate"),
+            yaml.contains("\"tolerateMissingPluginsAnnotation\":\"tolerate\""),
             "{yaml}"
         );
         assert_eq!(parse(&yaml), full());
@@ -949,16 +950,47 @@ tolerateMissingPluginsAnnotation: ~
 
     #[test]
     fn wrong_types_are_errors() {
-        assert!(serde_yaml::from_str::<DefaultValidatorConfig>("enable: maybe").is_err());
+        assert!(DefaultValidatorConfig::from_yaml("enable: maybe").is_err());
         // go-yaml would read these YAML 1.1 words as booleans; we refuse them
         // rather than read them differently.
         for word in ["yes", "no", "on", "off", "y", "n"] {
             let yaml = format!("rejectSysctlAdjustment: {word}");
-            assert!(
-                serde_yaml::from_str::<DefaultValidatorConfig>(&yaml).is_err(),
-                "{word}"
-            );
+            assert!(DefaultValidatorConfig::from_yaml(&yaml).is_err(), "{word}");
         }
-        assert!(serde_yaml::from_str::<DefaultValidatorConfig>("requiredPlugins: {a: b}").is_err());
+        assert!(DefaultValidatorConfig::from_yaml("requiredPlugins: {a: b}").is_err());
+    }
+
+    #[test]
+    fn wrong_types_name_the_key() {
+        let err = DefaultValidatorConfig::from_yaml("enable: true\nrejectOCIHookAdjustment: yes")
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"invalid type: string "yes", expected a boolean, at rejectOCIHookAdjustment"#
+        );
+        let err = DefaultValidatorConfig::from_yaml("required_plugins: [a, [b]]").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid type: sequence, expected a string, at required_plugins[1]"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_reported_and_ignored() {
+        let mut unknown = Vec::new();
+        let cfg = DefaultValidatorConfig::parse(
+            "enable: true\nrejectOCIHookAdjustmnet: true\nrequiredPlugins: [a]\n",
+            &mut |key| unknown.push(key),
+        )
+        .unwrap();
+        assert_eq!(unknown, ["rejectOCIHookAdjustmnet"]);
+        assert_eq!(
+            cfg,
+            DefaultValidatorConfig {
+                enable: true,
+                required_plugins: vec!["a".into()],
+                ..Default::default()
+            }
+        );
     }
 }

@@ -83,7 +83,7 @@ impl Differ {
     }
 
     fn dump(&self, prefix: &str, tag: &str, value: &Value) {
-        let yaml = serde_yaml::to_string(value).unwrap_or_default();
+        let yaml = plugin_kit::goyaml::to_string(value);
         info!("{} {prefix}: {tag}:", self.name());
         for line in yaml.trim().lines() {
             info!("{} {prefix}:    {line}", self.name());
@@ -93,8 +93,8 @@ impl Differ {
     fn report(&self, api: &str, obj: &str, before: &Value, after: &Value) {
         let idx = self.idx;
         if self.cfg.yaml {
-            let a = serde_yaml::to_string(before).unwrap_or_default();
-            let b = serde_yaml::to_string(after).unwrap_or_default();
+            let a = plugin_kit::goyaml::to_string(before);
+            let b = plugin_kit::goyaml::to_string(after);
             match diff::line_diff(&a, &b) {
                 None => info!("[{idx}] {api}: {obj}: <no changes>"),
                 Some(d) => info!("[{idx}] {api}: {obj}: {d}"),

@@ -4,32 +4,54 @@
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde_json::Value;
+
+use crate::goyaml;
 
 /// `base` with the keys set in the YAML `text` replaced. `canonical` maps
 /// a key as written to the key `T` serializes (for alternative spellings;
 /// `str::to_string` when there are none). An empty or `null` text changes
-/// nothing; text that is not a mapping is an error.
+/// nothing; text that is not a mapping is an error. Decoding follows Go:
+/// `null` is the zero value, keys match case-insensitively.
+///
+/// An error ends with the key path (`invalid type: ..., at events`); a key
+/// `T` does not know is logged as a warning and ignored, as Go ignores it.
 pub fn merge_yaml<T: Serialize + DeserializeOwned>(
     base: &T,
     text: &str,
     canonical: impl Fn(&str) -> String,
 ) -> Result<T, String> {
-    let mut value = serde_yaml::to_value(base).map_err(|e| e.to_string())?;
-    let update: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
-    match (&mut value, update) {
-        (serde_yaml::Value::Mapping(base), serde_yaml::Value::Mapping(update)) => {
+    merge(None, base, text, canonical)
+}
+
+/// [`merge_yaml`] for text read from `source` (a file name, say), which
+/// errors and warnings name: `SOURCE: MESSAGE, at KEY`.
+pub fn merge_yaml_in<T: Serialize + DeserializeOwned>(
+    source: &str,
+    base: &T,
+    text: &str,
+    canonical: impl Fn(&str) -> String,
+) -> Result<T, String> {
+    merge(Some(source), base, text, canonical).map_err(|e| format!("{source}: {e}"))
+}
+
+fn merge<T: Serialize + DeserializeOwned>(
+    source: Option<&str>,
+    base: &T,
+    text: &str,
+    canonical: impl Fn(&str) -> String,
+) -> Result<T, String> {
+    let mut value = serde_json::to_value(base).map_err(|e| e.to_string())?;
+    match (&mut value, goyaml::parse_json(text)?) {
+        (Value::Object(base), Value::Object(update)) => {
             for (k, v) in update {
-                let key = match k.as_str() {
-                    Some(k) => serde_yaml::Value::String(canonical(k)),
-                    None => k,
-                };
-                base.insert(key, v);
+                base.insert(canonical(&k), v);
             }
         }
-        (_, serde_yaml::Value::Null) => {}
+        (_, Value::Null) => {}
         _ => return Err("not a mapping".to_string()),
     }
-    serde_yaml::from_value(value).map_err(|e| e.to_string())
+    goyaml::decode_value(source, value, false)
 }
 
 #[cfg(test)]
@@ -61,6 +83,27 @@ mod tests {
             "not a mapping"
         );
         assert!(merge_yaml(&base, "events: {", str::to_string).is_err());
-        assert!(merge_yaml(&base, "events: 3", str::to_string).is_err());
+        assert_eq!(
+            merge_yaml(&base, "events: 3", str::to_string).unwrap_err(),
+            "invalid type: integer `3`, expected a sequence, at events"
+        );
+        assert_eq!(
+            merge_yaml_in(
+                "/etc/nri/conf.d/x.conf",
+                &base,
+                "logFile: [a]",
+                str::to_string
+            )
+            .unwrap_err(),
+            "/etc/nri/conf.d/x.conf: invalid type: sequence, expected a string, at logFile"
+        );
+    }
+
+    #[test]
+    fn misspelled_keys_are_ignored() {
+        let base = Cfg::default();
+        let new = merge_yaml(&base, "logFlie: /b\nevents: [x]", str::to_string).unwrap();
+        assert_eq!(new.log_file, "");
+        assert_eq!(new.events, ["x"]);
     }
 }

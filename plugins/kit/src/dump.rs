@@ -54,13 +54,7 @@ pub fn creating(
 
 /// Logs `value` as YAML under `prefix: tag:`.
 pub fn dump(prefix: &str, tag: &str, value: &Value) {
-    let yaml = match serde_yaml::to_string(value) {
-        Ok(yaml) => yaml,
-        Err(e) => {
-            info!("{prefix}: {tag}: failed to dump object: {e}");
-            return;
-        }
-    };
+    let yaml = crate::goyaml::to_string(value);
     info!("{prefix}: {tag}:");
     for line in yaml.trim().lines() {
         info!("{prefix}:    {line}");

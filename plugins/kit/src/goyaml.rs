@@ -13,6 +13,7 @@
 //! Known difference: a *quoted* number is accepted where Go wants a number
 //! (Go rejects `major: "1"`); we accept more, never less.
 
+use nri_validator::yaml::{self, Node, Resolved};
 use serde::de::{
     self, DeserializeOwned, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor,
 };
@@ -20,57 +21,195 @@ use serde::forward_to_deserialize_any;
 use serde_json::{Map, Number, Value};
 
 /// Decodes `text` (YAML or JSON) into `T` as Go's `yaml.Unmarshal` from
-/// `sigs.k8s.io/yaml` would. The error text is meant for a log line.
+/// `sigs.k8s.io/yaml` would. The error text is meant for a log line and
+/// ends with the key path (`..., at [0].major`); unknown keys are logged as
+/// warnings and ignored.
 pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, String> {
-    decode(text, true)
+    decode(None, text, true)
+}
+
+/// [`from_str`] for text from `source` (a file, an annotation key), which
+/// errors and warnings name: `SOURCE: MESSAGE, at KEY`.
+pub fn from_str_in<T: DeserializeOwned>(source: &str, text: &str) -> Result<T, String> {
+    decode(Some(source), text, true)
 }
 
 /// Decodes `text` (JSON) into `T` as Go's `encoding/json` would: like
 /// [`from_str`] but a number or boolean is not accepted for a string.
 pub fn from_json_str<T: DeserializeOwned>(text: &str) -> Result<T, String> {
-    decode(text, false)
+    decode(None, text, false)
 }
 
-fn decode<T: DeserializeOwned>(text: &str, lenient: bool) -> Result<T, String> {
-    let yaml: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
-    let json = to_json(yaml)?;
-    T::deserialize(GoValue(json, lenient)).map_err(|e| e.to_string())
+fn decode<T: DeserializeOwned>(
+    source: Option<&str>,
+    text: &str,
+    lenient: bool,
+) -> Result<T, String> {
+    let named = |e: String| match source {
+        Some(source) => format!("{source}: {e}"),
+        None => e,
+    };
+    let json = parse_json(text).map_err(named)?;
+    decode_value(source, json, lenient).map_err(named)
 }
 
-/// YAML value to JSON value, as `sigs.k8s.io/yaml` converts (map keys
-/// become strings; tags are dropped; non-finite floats are an error).
-fn to_json(v: serde_yaml::Value) -> Result<Value, String> {
-    use serde_yaml::Value as Y;
-    Ok(match v {
-        Y::Null => Value::Null,
-        Y::Bool(b) => Value::Bool(b),
-        Y::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Value::from(i)
-            } else if let Some(u) = n.as_u64() {
-                Value::from(u)
-            } else {
-                let f = n.as_f64().unwrap_or(f64::NAN);
-                Value::Number(Number::from_f64(f).ok_or(format!("json: unsupported value: {f}"))?)
+/// The first YAML document of `text` as the JSON value `sigs.k8s.io/yaml`
+/// converts it to (`null` for an empty document).
+pub fn parse_json(text: &str) -> Result<Value, String> {
+    match yaml::parse(text).map_err(|e| e.to_string())? {
+        Some(node) => to_json(&node),
+        None => Ok(Value::Null),
+    }
+}
+
+/// Decodes `json` into `T` with Go leniency (`lenient`: numbers and
+/// booleans for strings), naming the key path in an error and logging a
+/// warning for each key `T` does not know.
+pub(crate) fn decode_value<T: DeserializeOwned>(
+    source: Option<&str>,
+    json: Value,
+    lenient: bool,
+) -> Result<T, String> {
+    yaml::decode(GoValue(json, lenient), &mut |key| {
+        warn_unknown(source, &key)
+    })
+    .map_err(|e| e.to_string())
+}
+
+/// Logs that `key` is not one the configuration knows.
+pub(crate) fn warn_unknown(source: Option<&str>, key: &str) {
+    #[cfg(test)]
+    UNKNOWN.with(|u| u.borrow_mut().push(key.to_string()));
+    match source {
+        Some(source) => log::warn!("{source}: unknown key {key:?} (ignored)"),
+        None => log::warn!("unknown key {key:?} (ignored)"),
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The unknown keys warned about on this thread, for tests.
+    pub(crate) static UNKNOWN: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `value` as block YAML, for logs: mappings and sequences one entry a
+/// line, strings plain where they read back as the same string and
+/// double-quoted (JSON escapes) otherwise.
+pub fn to_string(value: &Value) -> String {
+    let mut out = String::new();
+    emit(&mut out, value, 0);
+    out
+}
+
+fn emit(out: &mut String, value: &Value, indent: usize) {
+    let pad = " ".repeat(indent);
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (k, v) in map {
+                out.push_str(&pad);
+                out.push_str(&scalar(&Value::String(k.clone())));
+                out.push(':');
+                emit_nested(out, v, indent, false);
             }
         }
-        Y::String(s) => Value::String(s),
-        Y::Sequence(seq) => Value::Array(seq.into_iter().map(to_json).collect::<Result<_, _>>()?),
-        Y::Mapping(map) => {
+        Value::Array(items) if !items.is_empty() => {
+            for v in items {
+                out.push_str(&pad);
+                out.push('-');
+                emit_nested(out, v, indent, true);
+            }
+        }
+        other => {
+            out.push_str(&pad);
+            out.push_str(&scalar(other));
+            out.push('\n');
+        }
+    }
+}
+
+/// The value after `key:` or `-`: inline if a scalar or empty, else on
+/// the following lines (a sequence under a key is not indented further,
+/// as serde_yaml wrote it).
+fn emit_nested(out: &mut String, v: &Value, indent: usize, in_seq: bool) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            out.push('\n');
+            emit(out, v, indent + 2);
+        }
+        Value::Array(a) if !a.is_empty() => {
+            out.push('\n');
+            emit(out, v, if in_seq { indent + 2 } else { indent });
+        }
+        _ => {
+            out.push(' ');
+            out.push_str(&scalar(v));
+            out.push('\n');
+        }
+    }
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::Null => "null".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) if plain_is_safe(s) => s.clone(),
+        Value::String(s) => Value::String(s.clone()).to_string(),
+        Value::Array(_) => "[]".to_string(),
+        Value::Object(_) => "{}".to_string(),
+    }
+}
+
+/// Whether `s` written plain reads back as the string `s`.
+fn plain_is_safe(s: &str) -> bool {
+    let Some(first) = s.chars().next() else {
+        return false;
+    };
+    matches!(yaml::resolve_plain(s), Resolved::Str(_))
+        && !"-?:,[]{}#&*!|>'\"%@`".contains(first)
+        && !first.is_whitespace()
+        && !s.ends_with(char::is_whitespace)
+        && !s.ends_with(':')
+        && !s.contains(": ")
+        && !s.contains(" #")
+        && !s.chars().any(|c| c.is_control())
+}
+
+/// YAML node to JSON value, as `sigs.k8s.io/yaml` converts (map keys
+/// become strings; tags are dropped; non-finite floats are an error).
+fn to_json(node: &Node) -> Result<Value, String> {
+    Ok(match node {
+        Node::Scalar(s) => match s.resolve() {
+            Resolved::Null => Value::Null,
+            Resolved::Bool(b) => Value::Bool(b),
+            Resolved::Int(i) => Value::from(i),
+            Resolved::Uint(u) => Value::from(u),
+            Resolved::Float(f) => {
+                Value::Number(Number::from_f64(f).ok_or(format!("json: unsupported value: {f}"))?)
+            }
+            Resolved::Str(t) => Value::String(t.to_string()),
+        },
+        Node::Seq(items) => Value::Array(items.iter().map(to_json).collect::<Result<_, _>>()?),
+        Node::Map(entries) => {
             let mut out = Map::new();
-            for (k, v) in map {
+            for (k, v) in entries {
                 let key = match k {
-                    Y::String(s) => s,
-                    Y::Number(n) => n.to_string(),
-                    Y::Bool(b) => b.to_string(),
-                    Y::Null => "null".to_string(),
+                    Node::Scalar(s) => match s.resolve() {
+                        Resolved::Null => "null".to_string(),
+                        Resolved::Bool(b) => b.to_string(),
+                        Resolved::Int(i) => i.to_string(),
+                        Resolved::Uint(u) => u.to_string(),
+                        Resolved::Float(f) => f.to_string(),
+                        Resolved::Str(t) => t.to_string(),
+                    },
                     other => return Err(format!("unsupported map key {other:?}")),
                 };
-                out.insert(key, to_json(v)?);
+                if out.insert(key.clone(), to_json(v)?).is_some() {
+                    return Err(format!("duplicate entry with key {key:?}"));
+                }
             }
             Value::Object(out)
         }
-        Y::Tagged(t) => to_json(t.value)?,
     })
 }
 
@@ -122,15 +261,17 @@ fn go_float_string(f: f64) -> String {
 
 /// A JSON value deserialized with Go `encoding/json` leniency.
 /// `.1`: numbers and booleans may stand for strings (`sigs.k8s.io/yaml`).
-struct GoValue(Value, bool);
+pub(crate) struct GoValue(pub(crate) Value, pub(crate) bool);
 
 fn invalid(v: &Value, exp: &dyn de::Expected) -> serde_json::Error {
     let unexp = match v {
         Value::Null => de::Unexpected::Unit,
         Value::Bool(b) => de::Unexpected::Bool(*b),
-        Value::Number(n) => match n.as_f64() {
-            Some(f) => de::Unexpected::Float(f),
-            None => de::Unexpected::Other("number"),
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
+            (Some(u), _, _) => de::Unexpected::Unsigned(u),
+            (_, Some(i), _) => de::Unexpected::Signed(i),
+            (_, _, Some(f)) => de::Unexpected::Float(f),
+            _ => de::Unexpected::Other("number"),
         },
         Value::String(s) => de::Unexpected::Str(s),
         Value::Array(_) => de::Unexpected::Seq,
@@ -397,6 +538,30 @@ mod tests {
         assert!(from_str::<Vec<Dev>>("- file_mode: -1").is_err());
         assert!(from_str::<Vec<Dev>>("- file_mode: 99999999999").is_err());
         assert!(from_str::<Vec<String>>("- [a]").is_err());
+    }
+
+    #[test]
+    fn errors_and_unknown_keys_name_the_key() {
+        UNKNOWN.with(|u| u.borrow_mut().clear());
+        let d: Vec<Dev> = from_str("- path: /dev/x\n  majr: 1\n").unwrap();
+        assert_eq!(d[0].major, 0);
+        assert_eq!(UNKNOWN.with(|u| u.borrow().clone()), ["[0].majr"]);
+        assert_eq!(
+            from_str_in::<Vec<Dev>>("devices.noderesource.dev", "- major: abc").unwrap_err(),
+            r#"devices.noderesource.dev: invalid type: string "abc", expected i64, at [0].major"#
+        );
+    }
+
+    #[test]
+    fn dumps_read_back() {
+        let v: Value = serde_json::json!({
+            "a": {"b": [1, "x", {"c": null, "d": []}], "e": {}},
+            "quoted": ["", "true", "0666", "- x", "a: b", "two\nlines", " pad", "ok text"],
+            "n": -1.5,
+        });
+        let text = to_string(&v);
+        assert_eq!(parse_json(&text).unwrap(), v, "{text}");
+        assert!(text.contains("ok text\n"), "{text}");
     }
 
     #[test]
