@@ -14,12 +14,23 @@ use log::{error, info};
 use nri_stub::api::{EventMask, ValidateContainerAdjustmentRequest};
 use nri_stub::{ConfigureInfo, HandlerResult, Plugin};
 use nri_validator::{DefaultValidator, DefaultValidatorConfig};
-use plugin_kit::config::merge_yaml;
+use plugin_kit::config::{merge_yaml, merge_yaml_in};
 use plugin_kit::{Flags, StubOptions};
 
 /// `base` with the keys set in the YAML `text` (either spelling) replaced.
 fn updated(base: &DefaultValidatorConfig, text: &str) -> Result<DefaultValidatorConfig, String> {
     merge_yaml(base, text, canonical_key).map_err(|e| format!("invalid configuration: {e}"))
+}
+
+/// [`updated`] for text from `source` (the `-config` file, or the runtime),
+/// which its errors and warnings name.
+fn updated_from(
+    source: &str,
+    base: &DefaultValidatorConfig,
+    text: &str,
+) -> Result<DefaultValidatorConfig, String> {
+    merge_yaml_in(source, base, text, canonical_key)
+        .map_err(|e| format!("invalid configuration: {e}"))
 }
 
 /// The YAML spelling of a configuration key given in either spelling.
@@ -47,7 +58,8 @@ impl Plugin for Validator {
     async fn configure(&self, info: &ConfigureInfo) -> HandlerResult<EventMask> {
         if !info.config.is_empty() {
             let mut v = self.validator.write().unwrap_or_else(|p| p.into_inner());
-            let cfg = updated(v.config(), &info.config).inspect_err(|e| error!("{e}"))?;
+            let cfg = updated_from("configuration from the runtime", v.config(), &info.config)
+                .inspect_err(|e| error!("{e}"))?;
             info!("configuration from the runtime: {cfg:?}");
             v.set_config(cfg);
         }
@@ -82,7 +94,7 @@ async fn main() {
     if let Some(path) = flags.non_empty("config") {
         let loaded = std::fs::read_to_string(&path)
             .map_err(|e| format!("failed to read {path:?}: {e}"))
-            .and_then(|text| updated(&cfg, &text));
+            .and_then(|text| updated_from(&path, &cfg, &text));
         match loaded {
             Ok(c) => cfg = c,
             Err(e) => {

@@ -129,7 +129,7 @@ fn decode<T: serde::de::DeserializeOwned>(
 ) -> Result<Option<T>, String> {
     match annotation(annotations, key, old, ctr) {
         None => Ok(None),
-        Some(value) => goyaml::from_str(value)
+        Some(value) => goyaml::from_str_in(key, value)
             .map(Some)
             .map_err(|e| format!("invalid {what} annotation {value:?}: {e}")),
     }

@@ -18,7 +18,7 @@ use nri_stub::api::{
     ValidateContainerAdjustmentRequest,
 };
 use nri_stub::{ConfigureInfo, HandlerResult, Plugin};
-use plugin_kit::config::merge_yaml;
+use plugin_kit::config::merge_yaml_in;
 use plugin_kit::dump::{dump, message as one, messages as many, optional};
 use plugin_kit::logging::Format;
 use plugin_kit::{Flags, Parsed, StubOptions};
@@ -39,7 +39,7 @@ impl Config {
     /// Parses the runtime's configuration on top of `self` (keys it does
     /// not set keep their values, as unmarshalling into Go's struct does).
     fn updated(&self, text: &str) -> Result<Config, String> {
-        merge_yaml(self, text, str::to_string)
+        merge_yaml_in("configuration from the runtime", self, text, str::to_string)
             .map_err(|e| format!("failed to parse provided configuration: {e}"))
     }
 }

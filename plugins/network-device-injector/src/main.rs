@@ -55,7 +55,10 @@ fn parse_netdevices(annotations: &HashMap<String, String>) -> Result<Vec<NetDevi
         return Ok(Vec::new());
     };
     let mut devices: Vec<NetDevice> =
-        goyaml::from_str(value).map_err(|e| format!("invalid device annotation {key:?}: {e}"))?;
+        // The error names the annotation already; from_str_in names it in
+        // the warnings about unknown keys too (and, harmlessly, again here).
+        goyaml::from_str_in(key, value)
+            .map_err(|e| format!("invalid device annotation {key:?}: {e}"))?;
     for d in &mut devices {
         if d.new_name.is_empty() {
             d.new_name = d.name.clone();

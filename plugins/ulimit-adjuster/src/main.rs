@@ -59,7 +59,7 @@ fn parse_ulimits(annotations: &HashMap<String, String>, ctr: &str) -> Result<Vec
         debug!("no annotations found with keys {keys:?}");
         return Ok(Vec::new());
     }
-    let mut ulimits: Vec<Ulimit> = goyaml::from_str(value)?;
+    let mut ulimits: Vec<Ulimit> = goyaml::from_str_in(ULIMIT_KEY, value)?;
     for u in &mut ulimits {
         let upper = u.kind.to_uppercase();
         let typ = upper.strip_prefix(RLIMIT_PREFIX).unwrap_or(&upper);
