@@ -22,7 +22,7 @@ export PKG_CONFIG_PATH := $(NRI_LIB_DIR)/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG
 export CGO_CFLAGS := $(or $(CGO_CFLAGS),-O2 -g)
 NRI_VERSION := $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
 
-LINT_PHONY := lint lint-rust lint-go lint-sh lint-deny
+LINT_PHONY := lint lint-rust lint-go lint-sh lint-docs lint-deny
 .PHONY: $(LINT_PHONY) provenance pkgconfig install test-install all build demo demo-go example test test-rust test-go test-c conformance e2e e2e-containerd e2e-crio bench bench-run header check-header fmt clean
 
 all: build
@@ -84,12 +84,12 @@ provenance:
 
 ## lint: what CI checks before `make test`: Rust formatting and clippy
 ## (warnings are errors), the rust-version and the crates' layering, gofmt
-## and go vet, shellcheck on every script, and
+## and go vet, shellcheck on every script, links of the docs, and
 ## cargo-deny (licences, duplicate versions, sources; advisories when the
 ## RustSec database is reachable)
 CARGO_DENY_VERSION := 0.20.2
 CARGO_DENY := $(TOOLS)/bin/cargo-deny
-lint: lint-rust lint-go lint-sh lint-deny
+lint: lint-rust lint-go lint-sh lint-docs lint-deny
 
 # clippy's incompatible_msrv lint checks our code against the workspace's
 # rust-version; tests/lint/msrv.sh checks the locked dependencies against it.
@@ -104,6 +104,9 @@ lint-go:
 
 lint-sh:
 	tests/lint/shellcheck.sh
+
+lint-docs:
+	tests/lint/docs.sh
 
 lint-deny: $(CARGO_DENY)
 	CARGO_DENY=$(CARGO_DENY) tests/lint/deny.sh

@@ -1,4 +1,4 @@
-// Command bench is nri-rs's benchmark harness (`make bench`, issue 7). In
+// Command bench is nri-rs's benchmark harness (`make bench`). In
 // one process and one run it drives upstream's Go pkg/adaptation (the
 // version pinned in go.mod) and nri-rs through go/adaptation with the same
 // plugin processes and the same requests, alternating the implementations

@@ -10,7 +10,7 @@ import (
 
 // Realistic messages: a Kubernetes pod and container roughly as containerd
 // hands them to NRI (a CreateContainerRequest of about 7.5 KB, like the one
-// upstream's figures in issue 7 were measured with).
+// upstream's figures in the targets were measured with).
 
 func resources(memLimit int64, cpus string, shares uint64) *api.LinuxResources {
 	return &api.LinuxResources{

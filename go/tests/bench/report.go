@@ -170,7 +170,7 @@ func markdown(r *results, resultsName, pngRel string) string {
 	w("allocations are not Go allocations), and the growth of the runtime process's peak RSS over the loop. ")
 	w("\"× floor\" is p50 divided by (round trips per operation × the raw socket-pair round trip).\n\n")
 
-	w("## Targets (issue 7)\n\n| target | measured (nri-rs / reference) | ratio | limit | |\n|---|---|---|---|---|\n")
+	w("## Targets\n\n| target | measured (nri-rs / reference) | ratio | limit | |\n|---|---|---|---|---|\n")
 	for _, t := range r.Targets {
 		verdict := "missed"
 		if t.Missing {

@@ -2,7 +2,7 @@ package main
 
 import "fmt"
 
-// target is one of issue 7's targets, evaluated on a run's results.
+// target is one of the benchmark's targets, evaluated on a run's results.
 type target struct {
 	What     string  `json:"what"`
 	Measured string  `json:"measured"` // the figures behind the ratio
@@ -74,7 +74,7 @@ func evaluateTargets(r *results) []target {
 	out = append(out,
 		ratioTarget("Plugin idle RSS (after registration), Rust stub / Go stub", 0.25,
 			val(rp, idleOf), val(gp, idleOf), "kib", rp != nil && gp != nil),
-		ratioTarget("(same, private memory only: RssAnon, without the shared pages of libc and the executable; not the issue's measure)", 0.25,
+		ratioTarget("(same, private memory only: RssAnon, without the shared pages of libc and the executable; not the target's measure)", 0.25,
 			val(rp, anonOf), val(gp, anonOf), "kib", rp != nil && gp != nil && val(gp, anonOf) > 0),
 		ratioTarget("Plugin CPU per event (CreateContainer, typical), Rust stub / Go stub", 0.2,
 			val(rp, pcpuOf), val(gp, pcpuOf), "us", rp != nil && gp != nil))
