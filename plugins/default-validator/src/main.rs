@@ -14,16 +14,11 @@ use log::{error, info};
 use nri_stub::api::{EventMask, ValidateContainerAdjustmentRequest};
 use nri_stub::{ConfigureInfo, HandlerResult, Plugin};
 use nri_validator::{DefaultValidator, DefaultValidatorConfig};
-use plugin_kit::config::{merge_yaml, merge_yaml_in};
+use plugin_kit::config::merge_yaml_in;
 use plugin_kit::{Flags, StubOptions};
 
-/// `base` with the keys set in the YAML `text` (either spelling) replaced.
-fn updated(base: &DefaultValidatorConfig, text: &str) -> Result<DefaultValidatorConfig, String> {
-    merge_yaml(base, text, canonical_key).map_err(|e| format!("invalid configuration: {e}"))
-}
-
-/// [`updated`] for text from `source` (the `-config` file, or the runtime),
-/// which its errors and warnings name.
+/// `base` with the keys set in the YAML `text` (either spelling) replaced;
+/// errors and warnings name `source` (the `-config` file, or the runtime).
 fn updated_from(
     source: &str,
     base: &DefaultValidatorConfig,
@@ -121,27 +116,31 @@ mod tests {
 
     #[test]
     fn configuration_in_either_spelling_overrides_key_by_key() {
-        let base = updated(
+        let base = updated_from(
+            "test",
             &DefaultValidatorConfig::default(),
             "rejectOCIHookAdjustment: true\nrequiredPlugins: [a]\n",
         )
         .unwrap();
         assert!(base.reject_oci_hook_adjustment);
-        let cfg = updated(
+        let cfg = updated_from(
+            "test",
             &base,
             "reject_sysctl_adjustment: true\nrequired_plugins: [b, 10-c]\n",
         )
         .unwrap();
         assert!(cfg.reject_oci_hook_adjustment && cfg.reject_sysctl_adjustment);
         assert_eq!(cfg.required_plugins, ["b", "10-c"]);
-        assert_eq!(updated(&cfg, "").unwrap(), cfg);
+        assert_eq!(updated_from("test", &cfg, "").unwrap(), cfg);
     }
 
     #[test]
     fn malformed_configuration() {
         let base = DefaultValidatorConfig::default();
-        assert!(updated(&base, "[1]").unwrap_err().contains("not a mapping"));
-        assert!(updated(&base, "rejectSysctlAdjustment: [").is_err());
-        assert!(updated(&base, "requiredPlugins: 3").is_err());
+        assert!(updated_from("test", &base, "[1]")
+            .unwrap_err()
+            .contains("not a mapping"));
+        assert!(updated_from("test", &base, "rejectSysctlAdjustment: [").is_err());
+        assert!(updated_from("test", &base, "requiredPlugins: 3").is_err());
     }
 }
