@@ -19,10 +19,12 @@
  *   releases with nri_error_free. Output parameters are written only on
  *   success.
  * - Strings are NUL-terminated UTF-8.
- * - Threads: every function may be called from any thread, concurrently,
- *   and blocks its caller until it is done. Callbacks may run on any
- *   thread, concurrently; each gets its user_data, whose finalizer (when
- *   given) the library runs once, after the last call that uses it.
+ * - Threads: every function may be called from any thread and blocks its
+ *   caller until it is done. Calls on one nri_adaptation or
+ *   nri_spec_generator may run concurrently; an nri_options or nri_reply
+ *   is for one call at a time. Callbacks may run on any thread,
+ *   concurrently; each gets its user_data, whose finalizer (when given)
+ *   the library runs once, after the last call that uses it.
  * - A bug inside the library never unwinds into or aborts the caller: it
  *   is caught at the boundary and reported as NRI_STATUS_PANIC.
  *

@@ -25,20 +25,24 @@
 
 mod adaptation;
 mod buffer;
+mod builtin;
 mod callbacks;
 mod error;
 mod log;
+mod metrics;
 mod options;
 mod ptr;
 mod spec;
 
 pub use self::adaptation::*;
 pub use self::buffer::{nri_buffer, nri_buffer_free};
+pub use self::builtin::*;
 pub use self::callbacks::*;
 pub use self::error::{
     nri_error, nri_error_free, nri_error_message, nri_error_status, nri_status, nri_status_name,
 };
 pub use self::log::*;
+pub use self::metrics::*;
 pub use self::options::*;
 pub use self::spec::*;
 

@@ -7,11 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::buffer::str_arg;
-use super::callbacks::{
-    nri_builtin_plugin, nri_deprecation_fn, nri_free_fn, nri_metrics, FfiBuiltin, FfiDeprecation,
-    FfiMetrics, UserData,
-};
+use super::builtin::{nri_builtin_plugin, FfiBuiltin};
+use super::callbacks::{nri_free_fn, UserData};
 use super::error::{boundary, nri_error, nri_status, Failure};
+use super::metrics::{nri_deprecation_fn, nri_metrics, FfiDeprecation, FfiMetrics};
 use super::ptr::{arg_ref, Handle};
 use nri_runtime::{BuiltinPlugin, Options};
 use nri_validator::DefaultValidatorConfig;
