@@ -11,7 +11,7 @@ use log::{debug, info, warn};
 
 use super::builtin::BuiltinHandlers;
 use super::call::Call;
-use super::error::grpc_code_name;
+use super::error::{grpc_code_name, is_oversized_message};
 use super::{Core, Deprecation, Error};
 use nri_api::mux::Mux;
 use nri_api::ttrpc::PluginClient;
@@ -401,8 +401,22 @@ impl Plugin {
         res
     }
 
+    /// Classifies a ttrpc failure. A request over the size limit is never sent (ttrpc refuses it
+    /// before writing anything) and is not the plugin's fault: the request
+    /// fails with Go ttrpc's `ResourceExhausted` and the plugin stays.
     fn ttrpc_error(&self, op: &'static str, e: ttrpc::Error) -> Error {
         match e {
+            ttrpc::Error::Others(text) if is_oversized_message(&text) => {
+                warn!(
+                    "{op} request to plugin {} not sent: {text}",
+                    self.qualified_name()
+                );
+                Error::Plugin {
+                    plugin: self.name.clone(),
+                    code: grpc_code_name(ttrpc::Code::RESOURCE_EXHAUSTED as i32),
+                    message: text,
+                }
+            }
             ttrpc::Error::RpcStatus(status) => Error::Plugin {
                 plugin: self.name.clone(),
                 code: grpc_code_name(status.code.value()),
