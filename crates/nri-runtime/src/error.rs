@@ -71,12 +71,23 @@ impl Error {
 
 /// Whether `text` is ttrpc-rust's report of a message over its 4 MiB limit
 /// (`message length N exceed maximum message size of M`, the same words as
-/// Go's ttrpc). ttrpc-rust gives it as `Error::Others` when it refuses to
-/// send a request, before anything is written.
+/// Go's ttrpc). ttrpc-rust gives it in two forms: as `Error::Others` when it
+/// refuses to send a request, before anything is written; and as an
+/// `InvalidArgument` status when it has read and discarded a reply.
 pub(crate) fn is_oversized_message(text: &str) -> bool {
     text.strip_prefix("message length ")
         .and_then(|rest| rest.split_once(" exceed maximum message size of "))
         .is_some_and(|(len, max)| len.parse::<u64>().is_ok() && max.parse::<u64>().is_ok())
+}
+
+/// Whether a ttrpc status says that a reply was over the size limit: the
+/// status ttrpc-rust's client makes for a reply it read and discarded, or
+/// the one a ttrpc-rust server sends in place of a reply too large to send.
+pub(crate) fn is_oversized_reply(status: &ttrpc::Status) -> bool {
+    status.code.value() == ttrpc::Code::INVALID_ARGUMENT as i32
+        && (is_oversized_message(&status.message)
+            || (status.message.starts_with("response payload ")
+                && status.message.contains(" bytes exceeds safe limit ")))
 }
 
 /// Go's `codes.Code.String()` for a ttrpc status code, so errors read the
@@ -141,6 +152,30 @@ mod tests {
             "message length x exceed maximum message size of 4"
         ));
         assert!(!is_oversized_message("channel closed"));
+    }
+
+    #[test]
+    fn only_size_statuses_say_a_reply_was_oversized() {
+        let status = |code, msg: &str| ttrpc::get_status(code, msg);
+        let read = "message length 5242960 exceed maximum message size of 4194304";
+        assert!(is_oversized_reply(&status(
+            ttrpc::Code::INVALID_ARGUMENT,
+            read
+        )));
+        let sent = "response payload 5242960 bytes exceeds safe limit 4194304 bytes (after transform overhead)";
+        assert!(is_oversized_reply(&status(
+            ttrpc::Code::INVALID_ARGUMENT,
+            sent
+        )));
+        // A plugin's own errors are not.
+        assert!(!is_oversized_reply(&status(
+            ttrpc::Code::RESOURCE_EXHAUSTED,
+            read
+        )));
+        assert!(!is_oversized_reply(&status(
+            ttrpc::Code::INVALID_ARGUMENT,
+            "bad container"
+        )));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use log::{debug, info, warn};
 
 use super::builtin::BuiltinHandlers;
 use super::call::Call;
-use super::error::{grpc_code_name, is_oversized_message};
+use super::error::{grpc_code_name, is_oversized_message, is_oversized_reply};
 use super::{Core, Deprecation, Error};
 use nri_api::mux::Mux;
 use nri_api::ttrpc::PluginClient;
@@ -401,11 +401,18 @@ impl Plugin {
         res
     }
 
-    /// Classifies a ttrpc failure. A request over the size limit is never sent (ttrpc refuses it
+    /// Classifies a ttrpc failure. A reply over the size limit is a protocol
+    /// violation, as a malformed one is: a transport error, which drops the
+    /// plugin. A request over the limit is never sent (ttrpc refuses it
     /// before writing anything) and is not the plugin's fault: the request
     /// fails with Go ttrpc's `ResourceExhausted` and the plugin stays.
     fn ttrpc_error(&self, op: &'static str, e: ttrpc::Error) -> Error {
         match e {
+            ttrpc::Error::RpcStatus(status) if is_oversized_reply(&status) => Error::Transport {
+                plugin: self.name.clone(),
+                op,
+                reason: format!("reply over the size limit: {}", status.message),
+            },
             ttrpc::Error::Others(text) if is_oversized_message(&text) => {
                 warn!(
                     "{op} request to plugin {} not sent: {text}",
