@@ -331,11 +331,18 @@ impl Plugin {
     }
 
     /// Asks a validator about the merged adjustment. Any failure fails the
-    /// creation; a transport failure also drops the plugin.
+    /// creation; a transport failure also drops the plugin. A validator
+    /// that is already gone (it disconnected while idle, or was dropped
+    /// earlier in this event) is skipped, as upstream does: it is not
+    /// listed among the plugins in the request either, so the default
+    /// validator's required plugins still catch its absence.
     pub(crate) async fn validate(
         &self,
         req: &api::ValidateContainerAdjustmentRequest,
     ) -> Result<(), Error> {
+        if self.is_closed() {
+            return Ok(());
+        }
         let op = Event::VALIDATE_CONTAINER_ADJUSTMENT.pretty_name();
         match self.measured(op, self.invoke(req)).await {
             Ok(rpl) if !rpl.reject => Ok(()),

@@ -81,6 +81,13 @@ impl GoPlugin {
     pub fn saw(&self, event: &str, ctr: &str) -> bool {
         self.calls().iter().any(|(e, c)| e == event && c == ctr)
     }
+
+    /// Kills the process: its connection goes away while no request is
+    /// in flight.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 fn unique() -> usize {

@@ -2,12 +2,13 @@
 //! while idle: no plugin may be dropped for what it did not do, and no
 //! container may fail for a plugin that is already gone.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use crate::common::*;
 use crate::goplugin::GoPlugin;
+use crate::peers::eventually;
 use crate::serial;
 
 const MIB: usize = 1 << 20;
@@ -97,5 +98,108 @@ fn a_request_grown_past_the_limit_fails_that_request_and_keeps_the_receiver() {
         assert!(check.saw("ValidateContainerAdjustment", "fits"));
         assert!(!check.saw("ValidateContainerAdjustment", "too-big-to-validate"));
         assert_eq!(h.nri.plugins(), all);
+    })
+}
+
+/// Raises one lifecycle event (a name from [`LIFECYCLE`]) for pod `pod` and
+/// its container `ctr`.
+async fn raise(h: &Harness, event: &str, p: &str, c: &str) -> Result<(), nri_runtime::Error> {
+    let nri = &h.nri;
+    match event {
+        "RunPodSandbox" => nri.run_pod_sandbox(req!(RunPodSandboxRequest, p)).await,
+        "UpdatePodSandbox" => nri
+            .update_pod_sandbox(req!(UpdatePodSandboxRequest, p))
+            .await
+            .map(drop),
+        "PostUpdatePodSandbox" => {
+            nri.post_update_pod_sandbox(req!(PostUpdatePodSandboxRequest, p))
+                .await
+        }
+        "CreateContainer" => {
+            let rsp = nri.create_container(create_req(p, c)).await?;
+            assert_eq!(annotation(&rsp, "good"), Some("yes"));
+            Ok(())
+        }
+        "PostCreateContainer" => {
+            nri.post_create_container(req!(PostCreateContainerRequest, p, c))
+                .await
+        }
+        "StartContainer" => nri.start_container(req!(StartContainerRequest, p, c)).await,
+        "PostStartContainer" => {
+            nri.post_start_container(req!(PostStartContainerRequest, p, c))
+                .await
+        }
+        "UpdateContainer" => nri
+            .update_container(req!(UpdateContainerRequest, p, c))
+            .await
+            .map(drop),
+        "PostUpdateContainer" => {
+            nri.post_update_container(req!(PostUpdateContainerRequest, p, c))
+                .await
+        }
+        "StopContainer" => nri
+            .stop_container(req!(StopContainerRequest, p, c))
+            .await
+            .map(drop),
+        "RemoveContainer" => {
+            nri.remove_container(req!(RemoveContainerRequest, p, c))
+                .await
+        }
+        "StopPodSandbox" => nri.stop_pod_sandbox(req!(StopPodSandboxRequest, p)).await,
+        "RemovePodSandbox" => {
+            nri.remove_pod_sandbox(req!(RemovePodSandboxRequest, p))
+                .await
+        }
+        other => panic!("not a lifecycle event: {other}"),
+    }
+}
+
+/// A plugin subscribed to everything, validation included, disconnects
+/// while idle, before each of the 13 events in turn. Every event skips it
+/// (upstream v0.12.5 checks for closed plugins in all its event loops and
+/// in validation) and a plugin that stays still sees it; none fails.
+#[test]
+fn a_plugin_gone_while_idle_is_skipped_by_every_event_and_by_validation() {
+    serial(async {
+        let h = Harness::start().await;
+        h.nri.start().await.unwrap();
+        let stays = GoPlugin::start(
+            &h,
+            "good",
+            "50",
+            json!({
+                "events": "all",
+                "replies": {"CreateContainer": {"adjust": {"annotations": {"good": "yes"}}}},
+            }),
+        );
+        h.wait_plugins(1).await;
+        let count = |event: &str| stays.calls().iter().filter(|(e, _)| e == event).count();
+
+        for (i, event) in LIFECYCLE.iter().enumerate() {
+            let gone = GoPlugin::start(&h, "gone", "10", json!({"events": "all"}));
+            h.wait_plugins(2).await;
+            gone.kill();
+            eventually(Duration::from_secs(2), "the disconnect to be seen", || {
+                h.nri.plugins() == ["50-good"]
+            })
+            .await;
+            let seen = count(event);
+            let started = Instant::now();
+            let res = raise(&h, event, "pod", &format!("c{i}")).await;
+            eprintln!(
+                "FIGURE {event} with a plugin gone while idle: {:?} in {:?}",
+                res.as_ref().map_err(ToString::to_string),
+                started.elapsed()
+            );
+            if let Err(e) = res {
+                panic!("{event} failed for a plugin that is gone: {e}");
+            }
+            assert_eq!(count(event), seen + 1, "the plugin that stays saw {event}");
+            if *event == "CreateContainer" {
+                assert_eq!(count("ValidateContainerAdjustment"), 1, "and validated it");
+            }
+            // The event pruned the gone plugin.
+            h.wait_plugins(1).await;
+        }
     })
 }
