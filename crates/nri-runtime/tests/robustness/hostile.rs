@@ -72,6 +72,10 @@ fn silent_connections_do_not_hold_up_good_plugins() {
         let started = Instant::now();
         let late = h.connect("late", "60", good_plugin());
         h.wait_plugins(2).await;
+        eprintln!(
+            "FIGURE 200 silent connections: a good plugin registered in {:?}",
+            started.elapsed()
+        );
         assert!(
             started.elapsed() < TIMEOUT,
             "registered in {:?}, behind the silent connections",
@@ -84,6 +88,10 @@ fn silent_connections_do_not_hold_up_good_plugins() {
             let n = tokio::time::timeout(TIMEOUT * 2, s.read(&mut buf)).await;
             assert!(matches!(n, Ok(Ok(0)) | Ok(Err(_))), "runtime closed it");
         }
+        eprintln!(
+            "FIGURE 200 silent connections: all closed {:?} after they connected",
+            started.elapsed()
+        );
         drop(silent);
         // With the late plugin gone too (pruned after the next event), nothing
         // of the flood may be left.
@@ -109,8 +117,14 @@ fn a_frame_claiming_4_gib_drops_only_that_connection() {
         let mut frame = vec![0, 0, 0, 2, 0xff, 0xff, 0xff, 0xf0];
         frame.extend([0u8; 4096]);
         s.write_all(&frame).await.unwrap();
+        let started = Instant::now();
         let mut buf = [0u8; 16];
         let n = tokio::time::timeout(TIMEOUT, s.read(&mut buf)).await;
+        eprintln!(
+            "FIGURE 4 GiB frame claim: connection closed in {:?}, RSS {:+} KiB",
+            started.elapsed(),
+            rss_kib() as i64 - rss_before as i64
+        );
         assert!(
             matches!(n, Ok(Ok(0)) | Ok(Err(_))),
             "runtime closed the connection"
@@ -141,7 +155,12 @@ fn a_malformed_reply_drops_the_plugin_and_the_event_goes_on() {
         .await;
         liar.register("liar", "10").await.unwrap();
         h.wait_plugins(2).await;
+        let started = Instant::now();
         good_plugin_still_adjusts(&h, "c1").await;
+        eprintln!(
+            "FIGURE malformed reply: c1 created without the liar in {:?}",
+            started.elapsed()
+        );
         assert_eq!(h.nri.plugins(), ["50-good"], "the liar is gone");
         tokio::time::timeout(TIMEOUT, liar.mux.closed())
             .await
@@ -160,11 +179,17 @@ fn a_rejected_registration_closes_the_connection() {
         let base = Baseline::take(&h);
 
         let bad = RawPlugin::connect(&h.socket, vec![]).await;
+        let started = Instant::now();
         let err = bad.register("bad name", "10").await.unwrap_err();
         assert!(err.to_string().contains("invalid plugin name"), "{err}");
         tokio::time::timeout(TIMEOUT, bad.mux.closed())
             .await
             .expect("closed by the runtime");
+        eprintln!(
+            "FIGURE rejected registration: {}; closed after {:?}",
+            status_text(&err),
+            started.elapsed()
+        );
         drop(bad);
         good_plugin_still_adjusts(&h, "c1").await;
         base.restored(&h).await;
@@ -209,9 +234,15 @@ fn only_registered_plugins_may_update_containers() {
             "UpdateFn not reached"
         );
         // Never registering, it is closed after the registration timeout.
+        let started = Instant::now();
         tokio::time::timeout(TIMEOUT * 2, sneaky.mux.closed())
             .await
             .expect("closed by the runtime");
+        eprintln!(
+            "FIGURE unregistered UpdateContainers: {}; closed {:?} later",
+            status_text(&err),
+            started.elapsed()
+        );
         drop(sneaky);
 
         // A registered plugin's updates do reach the runtime.
@@ -253,6 +284,7 @@ fn a_flood_of_update_requests_is_bounded() {
                 Err(e) => assert!(e.to_string().contains("too many"), "{e}"),
             }
         }
+        eprintln!("FIGURE 500 concurrent UpdateContainers: {accepted} accepted, the rest refused");
         assert_eq!(h.state.lock().unwrap().unsolicited.len(), accepted);
         good_plugin_still_adjusts(&h, "c1").await;
         flooder.mux.close();
@@ -342,7 +374,7 @@ fn a_plugin_flooding_requests_without_reading_replies_is_bounded_and_dropped() {
         }
         let stuck = flood.await.unwrap();
         eprintln!(
-        "flood: peak tasks {peak_tasks} (baseline {}), peak RSS +{} KiB, cut off {stuck:?} after the last write",
+        "FIGURE flood: peak tasks {peak_tasks} (baseline {}), peak RSS +{} KiB, cut off {stuck:?} after the last write",
         base.tasks,
         peak_rss.saturating_sub(rss_before)
     );
@@ -467,6 +499,7 @@ fn a_validator_that_times_out_never_lets_a_container_through() {
         .await;
         h.nri.start().await.unwrap();
         for ctr in ["c1", "c2", "c3"] {
+            let started = Instant::now();
             let err = h
                 .nri
                 .create_container(create_req("pod", ctr))
@@ -476,6 +509,10 @@ fn a_validator_that_times_out_never_lets_a_container_through() {
                 err.to_string()
                     .starts_with("validator plugin 00-default-validator failed"),
                 "{err}"
+            );
+            eprintln!(
+                "FIGURE hanging builtin validator: {ctr} failed in {:?}: {err}",
+                started.elapsed()
             );
         }
         assert_eq!(h.nri.plugins(), ["00-default-validator"]);
@@ -503,6 +540,7 @@ fn a_burst_of_tiny_frames_is_legal_traffic() {
         assert!(msg.len() > 256, "more frames than upstream's queue holds");
 
         let mut s = tokio::net::UnixStream::connect(&h.socket).await.unwrap();
+        let started = Instant::now();
         s.write_all(&frames).await.unwrap();
         // The reply to RegisterPlugin arrives on conn 2: registration worked.
         let mut header = [0u8; 8];
@@ -517,11 +555,26 @@ fn a_burst_of_tiny_frames_is_legal_traffic() {
             s.read_exact(&mut body).await.unwrap();
             if header[..4] == [0, 0, 0, 2] {
                 assert_eq!(body[8], 2, "a ttrpc response");
+                eprintln!(
+                    "FIGURE {} one-byte frames: registered in {:?}",
+                    msg.len(),
+                    started.elapsed()
+                );
                 break;
             }
         }
         good_plugin_still_adjusts(&h, "c1").await;
     })
+}
+
+/// A ttrpc error as the peer sees it: code and message of a status.
+fn status_text(e: &ttrpc::Error) -> String {
+    match e {
+        ttrpc::Error::RpcStatus(s) => {
+            format!("{:?}: {}", s.code.enum_value_or_default(), s.message)
+        }
+        other => other.to_string(),
+    }
 }
 
 fn rss_kib() -> usize {
