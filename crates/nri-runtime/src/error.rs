@@ -14,8 +14,10 @@ pub enum Error {
     /// `New()` was given an unusable argument.
     #[error("failed to create NRI adaptation, {0}")]
     InvalidConfig(String),
-    /// A plugin handler failed the request (a ttrpc error status). The text
-    /// is what Go's ttrpc prints for a status: `rpc error: code = C desc = M`.
+    /// A plugin handler failed the request (a ttrpc error status), or the
+    /// request was too large to send (`ResourceExhausted`, as Go's ttrpc
+    /// reports it; the plugin is not at fault and stays). The text is what
+    /// Go's ttrpc prints for a status: `rpc error: code = C desc = M`.
     #[error("rpc error: code = {code} desc = {message}")]
     Plugin {
         plugin: String,
@@ -67,6 +69,27 @@ impl Error {
     }
 }
 
+/// Whether `text` is ttrpc-rust's report of a message over its 4 MiB limit
+/// (`message length N exceed maximum message size of M`, the same words as
+/// Go's ttrpc). ttrpc-rust gives it in two forms: as `Error::Others` when it
+/// refuses to send a request, before anything is written; and as an
+/// `InvalidArgument` status when it has read and discarded a reply.
+pub(crate) fn is_oversized_message(text: &str) -> bool {
+    text.strip_prefix("message length ")
+        .and_then(|rest| rest.split_once(" exceed maximum message size of "))
+        .is_some_and(|(len, max)| len.parse::<u64>().is_ok() && max.parse::<u64>().is_ok())
+}
+
+/// Whether a ttrpc status says that a reply was over the size limit: the
+/// status ttrpc-rust's client makes for a reply it read and discarded, or
+/// the one a ttrpc-rust server sends in place of a reply too large to send.
+pub(crate) fn is_oversized_reply(status: &ttrpc::Status) -> bool {
+    status.code.value() == ttrpc::Code::INVALID_ARGUMENT as i32
+        && (is_oversized_message(&status.message)
+            || (status.message.starts_with("response payload ")
+                && status.message.contains(" bytes exceeds safe limit ")))
+}
+
 /// Go's `codes.Code.String()` for a ttrpc status code, so errors read the
 /// same as upstream's.
 pub(crate) fn grpc_code_name(code: i32) -> String {
@@ -111,6 +134,48 @@ mod tests {
         assert_eq!(grpc_code_name(12), "Unimplemented");
         assert_eq!(grpc_code_name(99), "Code(99)");
         assert_eq!(grpc_code_name(-1), "Code(-1)");
+    }
+
+    #[test]
+    fn ttrpcs_refusal_to_send_an_oversized_request_is_recognized() {
+        // What ttrpc-rust's client does with a request over the limit, before
+        // anything is written: the same check, the same words.
+        let req = ttrpc::Request {
+            payload: vec![0; 4 << 20],
+            ..Default::default()
+        };
+        let Err(ttrpc::Error::Others(text)) = ttrpc::proto::Message::new_request(1, req) else {
+            panic!("ttrpc accepted a request over 4 MiB");
+        };
+        assert!(is_oversized_message(&text), "{text}");
+        assert!(!is_oversized_message(
+            "message length x exceed maximum message size of 4"
+        ));
+        assert!(!is_oversized_message("channel closed"));
+    }
+
+    #[test]
+    fn only_size_statuses_say_a_reply_was_oversized() {
+        let status = |code, msg: &str| ttrpc::get_status(code, msg);
+        let read = "message length 5242960 exceed maximum message size of 4194304";
+        assert!(is_oversized_reply(&status(
+            ttrpc::Code::INVALID_ARGUMENT,
+            read
+        )));
+        let sent = "response payload 5242960 bytes exceeds safe limit 4194304 bytes (after transform overhead)";
+        assert!(is_oversized_reply(&status(
+            ttrpc::Code::INVALID_ARGUMENT,
+            sent
+        )));
+        // A plugin's own errors are not.
+        assert!(!is_oversized_reply(&status(
+            ttrpc::Code::RESOURCE_EXHAUSTED,
+            read
+        )));
+        assert!(!is_oversized_reply(&status(
+            ttrpc::Code::INVALID_ARGUMENT,
+            "bad container"
+        )));
     }
 
     #[test]

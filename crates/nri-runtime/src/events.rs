@@ -70,7 +70,8 @@ pub(crate) async fn create_container(
     // Every plugin taking part, subscribed or not, in invocation order; but
     // not one that has gone (even during this event), so that a required
     // plugin that is gone never lets a container through. Upstream lists
-    // the plugins it was about to call, gone ones included.
+    // every plugin still open when its turn came, so one dropped during its
+    // own call is listed.
     validate.plugins = plugins
         .iter()
         .filter(|p| !p.is_closed())
@@ -86,6 +87,7 @@ pub(crate) async fn create_container(
     validate.owners = protobuf::MessageField::some(result.owners().clone());
     let validate = &validate;
     // Validators run concurrently; the first failure in plugin order wins.
+    // One that is gone by now is skipped (`Plugin::validate`), as upstream.
     let verdicts = futures::future::join_all(validators.iter().map(|v| v.validate(validate))).await;
     verdicts.into_iter().collect::<Result<Vec<()>, Error>>()?;
     Ok(result.into_response())

@@ -11,7 +11,7 @@ use log::{debug, info, warn};
 
 use super::builtin::BuiltinHandlers;
 use super::call::Call;
-use super::error::grpc_code_name;
+use super::error::{grpc_code_name, is_oversized_message, is_oversized_reply};
 use super::{Core, Deprecation, Error};
 use nri_api::mux::Mux;
 use nri_api::ttrpc::PluginClient;
@@ -331,11 +331,18 @@ impl Plugin {
     }
 
     /// Asks a validator about the merged adjustment. Any failure fails the
-    /// creation; a transport failure also drops the plugin.
+    /// creation; a transport failure also drops the plugin. A validator
+    /// that is already gone (it disconnected while idle, or was dropped
+    /// earlier in this event) is skipped, as upstream does: it is not
+    /// listed among the plugins in the request either, so the default
+    /// validator's required plugins still catch its absence.
     pub(crate) async fn validate(
         &self,
         req: &api::ValidateContainerAdjustmentRequest,
     ) -> Result<(), Error> {
+        if self.is_closed() {
+            return Ok(());
+        }
         let op = Event::VALIDATE_CONTAINER_ADJUSTMENT.pretty_name();
         match self.measured(op, self.invoke(req)).await {
             Ok(rpl) if !rpl.reject => Ok(()),
@@ -401,8 +408,29 @@ impl Plugin {
         res
     }
 
+    /// Classifies a ttrpc failure. A reply over the size limit is a protocol
+    /// violation, as a malformed one is: a transport error, which drops the
+    /// plugin. A request over the limit is never sent (ttrpc refuses it
+    /// before writing anything) and is not the plugin's fault: the request
+    /// fails with Go ttrpc's `ResourceExhausted` and the plugin stays.
     fn ttrpc_error(&self, op: &'static str, e: ttrpc::Error) -> Error {
         match e {
+            ttrpc::Error::RpcStatus(status) if is_oversized_reply(&status) => Error::Transport {
+                plugin: self.name.clone(),
+                op,
+                reason: format!("reply over the size limit: {}", status.message),
+            },
+            ttrpc::Error::Others(text) if is_oversized_message(&text) => {
+                warn!(
+                    "{op} request to plugin {} not sent: {text}",
+                    self.qualified_name()
+                );
+                Error::Plugin {
+                    plugin: self.name.clone(),
+                    code: grpc_code_name(ttrpc::Code::RESOURCE_EXHAUSTED as i32),
+                    message: text,
+                }
+            }
             ttrpc::Error::RpcStatus(status) => Error::Plugin {
                 plugin: self.name.clone(),
                 code: grpc_code_name(status.code.value()),

@@ -8,6 +8,8 @@
 
 #[allow(dead_code)]
 mod common;
+mod goplugin;
+mod gostub;
 mod hostile;
 #[allow(dead_code)]
 mod peers;
