@@ -151,9 +151,11 @@ test-c: build
 
 ## test-install: nri-rs used from outside the repository: `make install`
 ## into a temporary prefix, then a Go program on go/adaptation built with
-## only PKG_CONFIG_PATH, dynamic and static, run with a real plugin
+## only PKG_CONFIG_PATH, dynamic and static, run with a real plugin; and
+## the template plugin built as a crate of its own on the packaged crates
 test-install: build
 	tests/install/outside.sh $(TARGET_DIR)/debug/nri-logger
+	CARGO="$(CARGO)" tests/install/plugin-outside.sh
 
 ## conformance: upstream's own pkg/adaptation suite against go/adaptation
 conformance: build
