@@ -33,9 +33,10 @@ quiet() {
     "$@" >"$log" 2>&1 || { cat "$log" >&2; fail "failed: $*"; }
 }
 
-# Every crate meant for crates.io; the template needs only the first four.
+# Every crate meant for crates.io; the template needs the first five (the
+# kit reads YAML with nri-validator's decoder).
 crates=(nri-api nri-stub-macros nri-stub nri-plugin-kit nri-validator nri-spec nri-runtime nri-capi)
-needed=(nri-api nri-stub-macros nri-stub nri-plugin-kit)
+needed=(nri-api nri-stub-macros nri-stub nri-plugin-kit nri-validator)
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$root/Cargo.toml")
 [ -n "$version" ] || fail "no [workspace.package] version in $root/Cargo.toml"
 # What an author outside asks for: "0.1" for 0.1.x.
