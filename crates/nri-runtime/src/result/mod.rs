@@ -287,4 +287,6 @@ fn empty_adjustment() -> ContainerAdjustment {
 }
 
 #[cfg(test)]
+mod scale;
+#[cfg(test)]
 mod tests;
