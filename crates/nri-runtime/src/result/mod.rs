@@ -287,6 +287,8 @@ fn empty_adjustment() -> ContainerAdjustment {
 }
 
 #[cfg(test)]
+mod props;
+#[cfg(test)]
 mod scale;
 #[cfg(test)]
 mod tests;
