@@ -85,6 +85,7 @@ impl Adjuster<'_> {
             Some(_) => args,
         };
         self.claims.simple(Field::Args)?;
+        steps(2 * args.len());
         self.ctr.args.clone_from(&args);
         self.reply.args = args;
         Ok(())
@@ -126,6 +127,7 @@ impl Adjuster<'_> {
         let mut injected = false;
         for (new, in_ctr, in_reply) in kinds {
             if !new.is_empty() {
+                steps(2 * new.len());
                 in_ctr.extend(new.iter().cloned());
                 in_reply.extend(new);
                 injected = true;
@@ -230,6 +232,7 @@ impl Adjuster<'_> {
     /// Rlimits are appended, claimed per type.
     pub(super) fn rlimits(&mut self, rlimits: Vec<POSIXRlimit>) -> Result<(), ConflictError> {
         for rlimit in rlimits {
+            steps(1);
             self.claims.key(Field::Rlimits, &rlimit.type_)?;
             self.ctr.rlimits.push(rlimit.clone());
             self.reply.rlimits.push(rlimit);
@@ -241,6 +244,7 @@ impl Adjuster<'_> {
     /// container: the runtime resolves them.
     pub(super) fn cdi_devices(&mut self, devices: Vec<CDIDevice>) -> Result<(), ConflictError> {
         for device in devices {
+            steps(1);
             self.claims.key(Field::CdiDevices, &device.name)?;
             self.reply.CDI_devices.push(device);
         }
@@ -281,6 +285,7 @@ pub(super) fn merge_map<V: Clone + Default>(
     reply: &mut HashMap<String, V>,
     lone_markers: Option<&mut HashMap<String, V>>,
 ) -> Result<(), ConflictError> {
+    steps(incoming.len());
     let (removals, mut sets): (Vec<_>, Vec<_>) = incoming
         .into_iter()
         .partition(|(key, _)| marked_for_removal(key).is_some());
@@ -290,9 +295,13 @@ pub(super) fn merge_map<V: Clone + Default>(
         .collect();
     // Upstream walks a Go map, in random order; sorting makes the reported
     // conflict deterministic when several keys conflict.
-    sets.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    sets.sort_unstable_by(|a, b| {
+        steps(1);
+        a.0.cmp(&b.0)
+    });
 
     for (key, value) in sets {
+        steps(1);
         if removed.remove(&key) {
             claims.clear_key(field, &key);
             ctr.remove(&key);
@@ -304,6 +313,7 @@ pub(super) fn merge_map<V: Clone + Default>(
     }
 
     let markers = lone_markers.unwrap_or(reply);
+    steps(removed.len());
     for key in removed {
         markers.insert(mark_for_removal(&key), V::default());
     }
@@ -377,6 +387,7 @@ impl<T, C> KeyedList<T, C> {
         }
         let edits = Edits::split(items, self.key);
 
+        steps(reply.len() + ctr.len());
         reply.retain(|entry| {
             let key = (self.key)(entry);
             let keep = !edits.removes(key);
@@ -390,6 +401,7 @@ impl<T, C> KeyedList<T, C> {
         // All claimed before anything is added, so the entries can move
         // into the reply; after a conflict the event fails and the result
         // is dropped, so what was added by then does not matter.
+        steps(edits.add.len());
         for entry in &edits.add {
             claims.key(self.field, (self.key)(entry))?;
         }
@@ -429,6 +441,7 @@ impl<T> Edits<T> {
         let mut add = Vec::new();
         let mut touched: HashMap<String, Touch> = HashMap::new();
         let mut markers: Vec<(String, T)> = Vec::new();
+        steps(items.len());
         for item in items {
             let Some(unmarked) = marked_for_removal(key(&item)).map(str::to_string) else {
                 touched.entry(key(&item).to_string()).or_default().sets = true;
@@ -444,6 +457,7 @@ impl<T> Edits<T> {
                 }
             }
         }
+        steps(markers.len());
         let lone_removals = markers
             .into_iter()
             .filter(|(unmarked, _)| !touched[unmarked].sets)
@@ -481,29 +495,72 @@ pub(super) fn adjust_namespaces(
         return Ok(());
     }
     // Upstream's map also collapses duplicate types of the original list.
-    for ns in std::mem::take(ctr) {
-        upsert_namespace(ctr, ns);
-    }
-    for ns in namespaces {
+    let mut by_type = NamespacesByType::collapse(std::mem::take(ctr));
+    let outcome = namespaces.into_iter().try_for_each(|ns| {
+        steps(1);
         match marked_for_removal(&ns.type_) {
             Some(kind) => {
                 claims.key(Field::Namespace, kind)?;
-                ctr.retain(|n| n.type_ != kind);
+                by_type.remove(kind);
             }
             None => {
                 claims.key(Field::Namespace, &ns.type_)?;
-                upsert_namespace(ctr, ns.clone());
+                by_type.upsert(ns.clone());
             }
         }
         reply.push(ns);
-    }
-    Ok(())
+        Ok(())
+    });
+    // Also after a conflict, so the container holds what was merged so far.
+    *ctr = by_type.into_list();
+    outcome
 }
 
-pub(super) fn upsert_namespace(list: &mut Vec<LinuxNamespace>, ns: LinuxNamespace) {
-    match list.iter_mut().find(|n| n.type_ == ns.type_) {
-        Some(existing) => *existing = ns,
-        None => list.push(ns),
+/// A container's namespaces, one per type, in list order, each type found
+/// by a hash lookup rather than a scan of the list.
+struct NamespacesByType {
+    /// Removed entries leave a hole, so later positions stay valid.
+    slots: Vec<Option<LinuxNamespace>>,
+    /// Type → its position in `slots`. SipHash, as for `Edits::touched`.
+    at: HashMap<String, usize>,
+}
+
+impl NamespacesByType {
+    /// One entry per type at the type's first position, holding its last
+    /// value, as upstream's map collapses duplicates.
+    fn collapse(list: Vec<LinuxNamespace>) -> Self {
+        let mut by_type = NamespacesByType {
+            slots: Vec::with_capacity(list.len()),
+            at: HashMap::with_capacity(list.len()),
+        };
+        for ns in list {
+            steps(1);
+            by_type.upsert(ns);
+        }
+        by_type
+    }
+
+    /// Replaces the entry of `ns`'s type in place, or appends `ns`.
+    fn upsert(&mut self, ns: LinuxNamespace) {
+        match self.at.get(&ns.type_) {
+            Some(&at) => self.slots[at] = Some(ns),
+            None => {
+                self.at.insert(ns.type_.clone(), self.slots.len());
+                self.slots.push(Some(ns));
+            }
+        }
+    }
+
+    /// Drops the entry of type `kind`; a type re-added later goes last.
+    fn remove(&mut self, kind: &str) {
+        if let Some(at) = self.at.remove(kind) {
+            self.slots[at] = None;
+        }
+    }
+
+    fn into_list(self) -> Vec<LinuxNamespace> {
+        steps(self.slots.len());
+        self.slots.into_iter().flatten().collect()
     }
 }
 
@@ -570,6 +627,7 @@ pub(super) fn adjust_resources(
 ) -> Result<(), ConflictError> {
     merge_resources(claims, new, &mut [&mut *ctr, &mut *reply])?;
     for target in [&mut *ctr, &mut *reply] {
+        steps(new.devices.len());
         target.devices.extend(new.devices.iter().cloned());
     }
     if let Some(pids) = new.pids.as_ref() {

@@ -16,6 +16,7 @@ mod adjust;
 mod claims;
 mod resources;
 mod update;
+mod work;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -34,6 +35,7 @@ use adjust::*;
 use claims::*;
 use resources::*;
 use update::*;
+use work::steps;
 
 /// Why merging a plugin's reply failed. The message is upstream's.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -284,5 +286,9 @@ fn empty_adjustment() -> ContainerAdjustment {
     }
 }
 
+#[cfg(test)]
+mod props;
+#[cfg(test)]
+mod scale;
 #[cfg(test)]
 mod tests;

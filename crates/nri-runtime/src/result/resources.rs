@@ -15,6 +15,34 @@ pub(super) fn merge_resources(
     new: &LinuxResources,
     targets: &mut [&mut LinuxResources],
 ) -> Result<(), ConflictError> {
+    apply_resources(Some(claims), new, targets)
+}
+
+/// The claims of [`merge_resources`] alone, in the same order, stopping at
+/// the first conflict; nothing is written.
+pub(super) fn claim_resources(
+    claims: &mut Claims<'_>,
+    new: &LinuxResources,
+) -> Result<(), ConflictError> {
+    apply_resources(Some(claims), new, &mut [])
+}
+
+/// The writes of [`merge_resources`] alone, once [`claim_resources`]
+/// succeeded: the same as writing over a copy and keeping it.
+pub(super) fn write_resources(new: &LinuxResources, target: &mut LinuxResources) {
+    let Ok(()) = apply_resources(None, new, &mut [target]) else {
+        unreachable!("nothing is claimed, so nothing conflicts")
+    };
+}
+
+/// Claims (unless `claims` is `None`) and writes each part of `new` in
+/// turn, so that at a conflict exactly the parts before it are written.
+fn apply_resources(
+    claims: Option<&mut Claims<'_>>,
+    new: &LinuxResources,
+    targets: &mut [&mut LinuxResources],
+) -> Result<(), ConflictError> {
+    let mut claims = MaybeClaims(claims);
     if let Some(memory) = new.memory.as_ref() {
         claims.simples(memory_fields(memory))?;
         for target in targets.iter_mut() {
@@ -29,15 +57,21 @@ pub(super) fn merge_resources(
     }
     // Hugepage limits are appended, claimed per page size.
     for limit in &new.hugepage_limits {
+        steps(1 + targets.len());
         claims.key(Field::HugepageLimits, &limit.page_size)?;
         for target in targets.iter_mut() {
             target.hugepage_limits.push(limit.clone());
         }
     }
     // Sorted for a deterministic conflict; upstream walks a Go map.
+    steps(new.unified.len());
     let mut unified: Vec<_> = new.unified.iter().collect();
-    unified.sort_unstable();
+    unified.sort_unstable_by(|a, b| {
+        steps(1);
+        a.cmp(b)
+    });
     for (key, value) in unified {
+        steps(1 + targets.len());
         claims.key(Field::CgroupsUnified, key)?;
         for target in targets.iter_mut() {
             target.unified.insert(key.clone(), value.clone());
@@ -56,6 +90,23 @@ pub(super) fn merge_resources(
         }
     }
     Ok(())
+}
+
+/// Claims, or nothing when only writing.
+struct MaybeClaims<'c, 'a>(Option<&'c mut Claims<'a>>);
+
+impl MaybeClaims<'_, '_> {
+    fn simple(&mut self, field: Field) -> Result<(), ConflictError> {
+        self.0.as_mut().map_or(Ok(()), |c| c.simple(field))
+    }
+
+    fn simples(&mut self, fields: impl IntoIterator<Item = Field>) -> Result<(), ConflictError> {
+        self.0.as_mut().map_or(Ok(()), |c| c.simples(fields))
+    }
+
+    fn key(&mut self, field: Field, key: &str) -> Result<(), ConflictError> {
+        self.0.as_mut().map_or(Ok(()), |c| c.key(field, key))
+    }
 }
 
 /// The memory fields `m` sets, in upstream's claim order.

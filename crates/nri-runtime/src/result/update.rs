@@ -40,6 +40,21 @@ pub(super) struct UpdateMerge<'a> {
 
 impl UpdateMerge<'_> {
     pub(super) fn merge(mut self, updates: Vec<ContainerUpdate>) -> Result<(), MergeError> {
+        let mut target_changed = false;
+        let outcome = self.merge_all(updates, &mut target_changed);
+        // Also after a failure, so the result stays as merged so far.
+        if target_changed {
+            self.copy_target_resources();
+        }
+        outcome
+    }
+
+    fn merge_all(
+        &mut self,
+        updates: Vec<ContainerUpdate>,
+        target_changed: &mut bool,
+    ) -> Result<(), MergeError> {
+        steps(updates.len());
         for update in updates {
             if let Event::Create { ctr_id } = self.event {
                 if update.container_id == ctr_id {
@@ -49,20 +64,28 @@ impl UpdateMerge<'_> {
                     }));
                 }
             }
-            // Whether a failure is swallowed is up to this update alone, not
-            // to the flag accumulated over plugins.
-            if let Err(conflict) = self.merge_one(&update) {
-                if !update.ignore_failure {
-                    return Err(conflict.into());
-                }
+            match self.merge_one(&update) {
+                Ok(changed) => *target_changed |= changed,
+                // Whether a failure is swallowed is up to this update alone,
+                // not to the flag accumulated over plugins.
+                Err(conflict) if !update.ignore_failure => return Err(conflict.into()),
+                Err(_) => {}
             }
         }
         Ok(())
     }
 
-    /// Merges on a copy and commits only on success; claims made before a
-    /// failure stay, as does the (maybe still empty) accumulated entry.
-    pub(super) fn merge_one(&mut self, update: &ContainerUpdate) -> Result<(), ConflictError> {
+    /// Merges one update. Upstream merges on a copy and keeps it only on
+    /// success; here every claim is made first and then the accumulated
+    /// resources are written in place, which ends the same without copying
+    /// them per update (a copy per update is quadratic when one reply
+    /// updates a container many times). Claims made before a failure stay,
+    /// as does the (maybe still empty) accumulated entry.
+    ///
+    /// Returns whether the UpdateContainer request's resources changed:
+    /// the target's merged update then needs a copy of them, taken once
+    /// per reply by [`Self::copy_target_resources`].
+    pub(super) fn merge_one(&mut self, update: &ContainerUpdate) -> Result<bool, ConflictError> {
         let UpdateMerge {
             owners,
             plugin,
@@ -73,27 +96,53 @@ impl UpdateMerge<'_> {
         let ctr_id = update.container_id.as_str();
         let (merged, request) = accumulated(event, list, index, ctr_id, update.ignore_failure);
         let Some(new) = update.linux.as_ref().and_then(|l| l.resources.as_ref()) else {
-            return Ok(());
-        };
-        let mut resources = match &request {
-            Some(request) => LinuxResources::clone(request),
-            None => LinuxResources::clone(&merged.linux.resources),
+            return Ok(false);
         };
 
         let mut claims = Claims::new(owners, ctr_id, plugin);
-        merge_resources(&mut claims, new, &mut [&mut resources])?;
+        claim_resources(&mut claims, new)?;
         // QUIRK (pids): upstream checks the copy's pids, not the update's:
         // a requested pids limit is dropped, and a pids limit in the
         // UpdateContainer request is claimed by every plugin updating it.
-        if resources.pids.is_some() {
+        // Merging never writes pids, so the copy's are the base's.
+        let base_has_pids = match &request {
+            Some(request) => request.pids.is_some(),
+            None => merged.linux.resources.pids.is_some(),
+        };
+        if base_has_pids {
             claims.simple(Field::PidsLimit)?;
         }
 
-        if let Some(request) = request {
-            *request = MessageField::some(resources.clone());
+        Ok(match request {
+            Some(request) => {
+                write_resources(new, request.mut_or_insert_default());
+                true
+            }
+            None => {
+                let resources = merged
+                    .linux
+                    .mut_or_insert_default()
+                    .resources
+                    .mut_or_insert_default();
+                write_resources(new, resources);
+                false
+            }
+        })
+    }
+
+    /// The UpdateContainer target's merged update holds a copy of the
+    /// request's resources as they are after its last successful update.
+    fn copy_target_resources(&mut self) {
+        if let Event::Update {
+            merged: Some(merged),
+            resources,
+            ..
+        } = &mut self.event
+        {
+            steps(size(resources));
+            merged.linux.mut_or_insert_default().resources =
+                MessageField::some(LinuxResources::clone(resources));
         }
-        merged.linux.mut_or_insert_default().resources = MessageField::some(resources);
-        Ok(())
     }
 }
 
@@ -147,4 +196,9 @@ pub(super) fn fresh_update(ctr_id: &str, ignore_failure: bool) -> ContainerUpdat
         ignore_failure,
         ..Default::default()
     }
+}
+
+/// The elements of `r`'s collections, the steps of copying it.
+fn size(r: &LinuxResources) -> usize {
+    r.hugepage_limits.len() + r.unified.len() + r.devices.len()
 }
