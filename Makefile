@@ -99,7 +99,8 @@ lint-rust:
 	tests/lint/msrv.sh
 	tests/lint/layers.sh
 
-lint-go:
+# go vet type-checks the cgo packages, which needs nri.pc (not the library).
+lint-go: pkgconfig
 	tests/lint/go.sh
 
 lint-sh:
