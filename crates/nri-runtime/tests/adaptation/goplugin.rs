@@ -2,90 +2,13 @@
 //! against the Rust core: as external processes and launched from the
 //! plugin directory.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use crate::common::*;
+use crate::goprocess::{go_plugin, read_log, GoPlugin};
 use crate::peers::good_plugin;
-
-/// Builds the Go test plugin once per test run (Go caches the build).
-pub fn go_plugin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        // The workspace root: this crate sits at crates/nri-runtime.
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let out = root.join("target/go-test-plugin/nri-test-plugin");
-        let status = Command::new("go")
-            .args(["build", "-o"])
-            .arg(&out)
-            .arg("./cmd/nri-test-plugin")
-            .current_dir(root.join("go/tests"))
-            .status()
-            .expect("go toolchain (see .ci/run)");
-        assert!(
-            status.success(),
-            "building go/tests/cmd/nri-test-plugin failed"
-        );
-        out
-    })
-}
-
-/// An external Go plugin process, killed when dropped.
-pub struct GoPlugin {
-    child: Child,
-    pub log: PathBuf,
-}
-
-impl Drop for GoPlugin {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl GoPlugin {
-    pub fn start(h: &Harness, name: &str, idx: &str, mut script: Value) -> GoPlugin {
-        let log = h.dir.path().join(format!("{idx}-{name}.jsonl"));
-        script["log"] = json!(log);
-        let script_path = h.dir.path().join(format!("{idx}-{name}.script.json"));
-        std::fs::write(&script_path, script.to_string()).unwrap();
-        let stderr =
-            std::fs::File::create(h.dir.path().join(format!("{idx}-{name}.stderr"))).unwrap();
-        let child = Command::new(go_plugin())
-            .stderr(stderr)
-            .arg("-socket")
-            .arg(&h.socket)
-            .args(["-name", name, "-idx", idx, "-script"])
-            .arg(&script_path)
-            .spawn()
-            .unwrap();
-        GoPlugin { child, log }
-    }
-
-    pub fn calls(&self) -> Vec<Value> {
-        read_log(&self.log)
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    pub fn wait(&mut self) -> std::process::ExitStatus {
-        self.child.wait().unwrap()
-    }
-}
-
-fn read_log(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 pub fn events_of(calls: &[Value]) -> Vec<String> {
     calls
@@ -331,7 +254,7 @@ async fn a_plugin_that_stops_reading_costs_one_timeout() {
     h.connect("good", "50", good_plugin());
     h.wait_plugins(2).await;
     // SAFETY: plain kill(2) on our own child.
-    let stopped = unsafe { libc::kill(frozen.child.id() as i32, libc::SIGSTOP) };
+    let stopped = unsafe { libc::kill(frozen.pid() as i32, libc::SIGSTOP) };
     assert_eq!(stopped, 0);
 
     // 2 MiB of request: far more than the socket buffers hold.
@@ -395,7 +318,7 @@ async fn a_go_plugin_whose_reply_exceeds_4_mib_falls_silent_and_costs_one_timeou
     )
     .await;
     h.nri.start().await.unwrap();
-    let _big = GoPlugin::start(
+    let big = GoPlugin::start(
         &h,
         "big",
         "10",
@@ -415,7 +338,7 @@ async fn a_go_plugin_whose_reply_exceeds_4_mib_falls_silent_and_costs_one_timeou
         "took {took:?}"
     );
     assert_eq!(h.nri.plugins(), ["50-good"]);
-    let stderr = std::fs::read_to_string(h.dir.path().join("10-big.stderr")).unwrap();
+    let stderr = std::fs::read_to_string(&big.stderr).unwrap();
     assert!(
         stderr.contains("failed sending message on channel")
             && stderr.contains("exceed maximum message size of 4194304"),

@@ -8,7 +8,8 @@ use nri_api::{ConfigureRequest, ConfigureResponse};
 use serde_json::json;
 
 use crate::common::*;
-use crate::goplugin::{events_of, GoPlugin};
+use crate::goplugin::events_of;
+use crate::goprocess::GoPlugin;
 use crate::peers::{configure_reply, eventually, idle_methods, RawPlugin};
 
 /// Configure carries the runtime's name and version, the NRI version the

@@ -5,6 +5,8 @@
 mod common;
 mod fallback;
 mod goplugin;
+#[allow(dead_code)]
+mod goprocess;
 mod handshake;
 mod lifecycle;
 mod metrics;

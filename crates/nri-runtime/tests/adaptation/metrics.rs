@@ -9,7 +9,7 @@ use protobuf::Message;
 use serde_json::json;
 
 use crate::common::*;
-use crate::goplugin::GoPlugin;
+use crate::goprocess::GoPlugin;
 use crate::peers::{configure_reply, RawPlugin};
 
 fn bytes(m: &impl Message) -> Vec<u8> {

@@ -9,7 +9,7 @@ use nri_validator::{DefaultValidatorConfig, REQUIRED_PLUGINS_ANNOTATION};
 use serde_json::json;
 
 use crate::common::*;
-use crate::goplugin::GoPlugin;
+use crate::goprocess::GoPlugin;
 use crate::peers::eventually;
 
 const REJECTED: &str = "validator \"00-default-validator\" rejected container adjustment, reason: ";

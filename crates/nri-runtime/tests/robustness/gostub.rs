@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::common::*;
-use crate::goplugin::GoPlugin;
+use crate::goprocess::GoPlugin;
 use crate::peers::eventually;
 use crate::serial;
 
@@ -173,7 +173,7 @@ fn a_plugin_gone_while_idle_is_skipped_by_every_event_and_by_validation() {
             }),
         );
         h.wait_plugins(1).await;
-        let count = |event: &str| stays.calls().iter().filter(|(e, _)| e == event).count();
+        let count = |event: &str| stays.calls().iter().filter(|c| c["event"] == event).count();
 
         for (i, event) in LIFECYCLE.iter().enumerate() {
             let gone = GoPlugin::start(&h, "gone", "10", json!({"events": "all"}));

@@ -7,8 +7,11 @@
 //! one at a time ([`serial`]).
 
 #[allow(dead_code)]
+#[path = "../adaptation/common.rs"]
 mod common;
-mod goplugin;
+#[allow(dead_code)]
+#[path = "../adaptation/goprocess.rs"]
+mod goprocess;
 mod gostub;
 mod hostile;
 #[allow(dead_code)]

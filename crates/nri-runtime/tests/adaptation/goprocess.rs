@@ -1,18 +1,27 @@
-//! Plugins on upstream's Go stub (go/tests/cmd/nri-test-plugin, driven by a
-//! JSON script), for the cases where a real plugin meets a limit or goes
-//! away. Only what these tests need; the full helper lives with the
-//! adaptation tests.
+//! A plugin on upstream's Go `pkg/stub` (go/tests/cmd/nri-test-plugin,
+//! driven by a JSON script) as a process of its own, for the adaptation and
+//! the robustness tests alike.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
 use crate::common::Harness;
 
-/// Builds the test plugin once per run (Go caches the build).
-fn binary() -> &'static Path {
+/// The requests a Go test plugin logged, one JSON object each.
+pub fn read_log(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Builds the Go test plugin once per test run (Go caches the build).
+pub fn go_plugin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         // The workspace root: this crate sits at crates/nri-runtime.
@@ -25,15 +34,20 @@ fn binary() -> &'static Path {
             .current_dir(root.join("go/tests"))
             .status()
             .expect("go toolchain (see .ci/run)");
-        assert!(status.success(), "go build of nri-test-plugin failed");
+        assert!(
+            status.success(),
+            "building go/tests/cmd/nri-test-plugin failed"
+        );
         out
     })
 }
 
-/// An external Go-stub plugin process; killed when dropped.
+/// An external Go plugin process, killed when dropped.
 pub struct GoPlugin {
     child: Child,
-    log: PathBuf,
+    pub log: PathBuf,
+    /// Where the process's stderr goes.
+    pub stderr: PathBuf,
 }
 
 impl Drop for GoPlugin {
@@ -46,14 +60,17 @@ impl Drop for GoPlugin {
 impl GoPlugin {
     /// Starts `idx-name` against the harness's socket with `script` (its
     /// `log` is set here). The script goes in a file: it may be megabytes.
+    /// The same name may be started more than once in one harness.
     pub fn start(h: &Harness, name: &str, idx: &str, mut script: Value) -> GoPlugin {
-        let tag = format!("{idx}-{name}-{}", unique());
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
+        let tag = format!("{idx}-{name}-{}", STARTED.fetch_add(1, Ordering::Relaxed));
         let log = h.dir.path().join(format!("{tag}.jsonl"));
         script["log"] = json!(log);
         let script_path = h.dir.path().join(format!("{tag}.script.json"));
         std::fs::write(&script_path, script.to_string()).unwrap();
-        let stderr = std::fs::File::create(h.dir.path().join(format!("{tag}.stderr"))).unwrap();
-        let child = Command::new(binary())
+        let stderr_path = h.dir.path().join(format!("{tag}.stderr"));
+        let stderr = std::fs::File::create(&stderr_path).unwrap();
+        let child = Command::new(go_plugin())
             .stderr(stderr)
             .arg("-socket")
             .arg(&h.socket)
@@ -61,25 +78,23 @@ impl GoPlugin {
             .arg(&script_path)
             .spawn()
             .unwrap();
-        GoPlugin { child, log }
+        GoPlugin {
+            child,
+            log,
+            stderr: stderr_path,
+        }
     }
 
-    /// (event, container id) of every request the plugin received.
-    pub fn calls(&self) -> Vec<(String, String)> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| {
-                let v: Value = serde_json::from_str(l).unwrap();
-                let field = |k: &str| v[k].as_str().unwrap_or_default().to_string();
-                (field("event"), field("container"))
-            })
-            .collect()
+    /// Every request the plugin received, as its log records them.
+    pub fn calls(&self) -> Vec<Value> {
+        read_log(&self.log)
     }
 
     /// Whether the plugin received `event` for container `ctr`.
     pub fn saw(&self, event: &str, ctr: &str) -> bool {
-        self.calls().iter().any(|(e, c)| e == event && c == ctr)
+        self.calls()
+            .iter()
+            .any(|c| c["event"] == event && c["container"] == ctr)
     }
 
     /// Kills the process: its connection goes away while no request is
@@ -88,9 +103,12 @@ impl GoPlugin {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
 
-fn unique() -> usize {
-    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn wait(&mut self) -> std::process::ExitStatus {
+        self.child.wait().unwrap()
+    }
 }
