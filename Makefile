@@ -20,6 +20,11 @@ NRI_INCLUDE_DIR := $(CURDIR)/crates/nri-capi/include
 # nri.pc that `make pkgconfig` writes next to the library.
 export PKG_CONFIG_PATH := $(NRI_LIB_DIR)/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
 export CGO_CFLAGS := $(or $(CGO_CFLAGS),-O2 -g)
+# Go's build cache does not see pkg-config's answer, so a package built
+# against the debug library would be reused to link against the release
+# one (make bench). CGO_LDFLAGS is part of the cache key: naming the
+# library's directory here keeps the two apart. (-L as nri.pc says.)
+export CGO_LDFLAGS := -L$(NRI_LIB_DIR) $(CGO_LDFLAGS)
 NRI_VERSION := $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
 
 LINT_PHONY := lint lint-rust lint-go lint-sh lint-docs lint-deny

@@ -42,8 +42,11 @@ MOD
 
 # Only what a user sets: the prefix's pkg-config directory. No CGO_CFLAGS or
 # CGO_LDFLAGS from the Makefile, no path into this repository.
+# A build cache of its own too: Go's cache does not see pkg-config's
+# answer, so a package built earlier against the repository's library
+# could otherwise be linked instead of the installed one.
 consumer_env=(env -u CGO_CFLAGS -u CGO_LDFLAGS -u CGO_CPPFLAGS
-    PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" GOFLAGS=-mod=mod)
+    PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig" GOFLAGS=-mod=mod GOCACHE="$work/gocache")
 cd "$work/consumer"
 "${consumer_env[@]}" go mod tidy >/dev/null 2>&1 ||
     { "${consumer_env[@]}" go mod tidy; exit 1; }
