@@ -13,8 +13,8 @@ use crate::activate::start_plugins;
 use crate::shared::Core;
 use crate::thread::RuntimeThread;
 use crate::{
-    call, callbacks, events, listener, sync, BuiltinPlugin, Error, Options, PluginSyncBlock,
-    SyncFn, UpdateFn, NRI_VERSION,
+    call, callbacks, connect, events, listener, sync, BuiltinPlugin, Error, Options,
+    PluginSyncBlock, SyncFn, UpdateFn, NRI_VERSION,
 };
 
 /// The NRI runtime adaptation (upstream `Adaptation`).
@@ -71,6 +71,7 @@ impl Adaptation {
             events: tokio::sync::Mutex::new(()),
             state: AtomicU64::new(0),
             sync_lock: sync::SyncLock::default(),
+            unregistered: nri_api::mux::Budget::new(connect::UNREGISTERED_BUDGET),
         });
         info!("runtime interface created");
         Ok(Adaptation {

@@ -22,6 +22,21 @@ use nri_api::{self as api, ttrpc::PluginClient};
 /// refused at once rather than queued without bound.
 const MAX_UPDATE_REQUESTS_IN_FLIGHT: usize = 4;
 
+/// Largest ttrpc message a connection may send before its plugin has
+/// registered: a `RegisterPluginRequest` is a name, an index and a version.
+/// A peer announcing more is closed before the message is buffered.
+const MAX_UNREGISTERED_MESSAGE: usize = 64 << 10;
+
+/// Bytes that all connections still registering may hold in their receive
+/// buffers together (each at most two messages); past it, the connection
+/// that would exceed it is closed. Thousands of connections that each send
+/// one large frame and wait cost this much, not 4 MiB each.
+pub(crate) const UNREGISTERED_BUDGET: usize = 32 << 20;
+
+/// The trunk of a plugin connection is read in chunks of this size; the
+/// runtime receives small replies, and an idle connection keeps less.
+const READ_BUFFER: usize = 16 << 10;
+
 /// How long a plugin whose registration was refused may keep the connection
 /// to read the error.
 const REJECTION_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
@@ -140,7 +155,13 @@ pub(crate) async fn connect(
     } else {
         Origin::External
     };
-    let mux = Mux::new(stream, mux::Options::default().blocked_read(true));
+    let unregistered = mux::Options::default()
+        .blocked_read(true)
+        .read_buffer(READ_BUFFER)
+        .received_message_limit(MAX_UNREGISTERED_MESSAGE)
+        .conn_buffer_limit(2 * (mux::TTRPC_HEADER_LEN + MAX_UNREGISTERED_MESSAGE))
+        .receive_budget(Arc::clone(&core.unregistered));
+    let mux = Mux::new(stream, unregistered);
     let setup = |e: &dyn std::fmt::Display| Error::Start(format!("plugin connection setup: {e}"));
 
     let raw = ttrpc::r#async::Client::new(ttrpc::r#async::transport::Socket::new(
@@ -173,6 +194,10 @@ pub(crate) async fn connect(
         _ = mux.closed() => Err("connection closed".to_string()),
         _ = tokio::time::sleep(timeout) => Err("plugin registration timed out".to_string()),
     };
+    if registration.is_ok() {
+        mux.set_receive_limits(mux::ReceiveLimits::default());
+        mux.leave_budget();
+    }
     let (base, idx, config, child) = match (registration, launched) {
         (Ok((name, idx)), None) => (name, idx, String::new(), None),
         (Ok(_), Some(l)) => (l.base, l.idx, l.config, Some(l.child)),

@@ -43,6 +43,8 @@ pub(crate) struct Core {
     /// all.
     pub(crate) state: AtomicU64,
     pub(crate) sync_lock: sync::SyncLock,
+    /// Charged for what connections buffer before their plugin registers.
+    pub(crate) unregistered: Arc<nri_api::mux::Budget>,
 }
 
 /// The bit of [`Core::state`] saying the adaptation is running; the low 32

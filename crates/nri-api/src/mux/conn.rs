@@ -13,8 +13,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::error::{to_io, MuxError};
 use super::frame::{self, Assembler, Framing};
+use super::receive::{Budget, MessageScanner};
 use super::writer::Unit;
-use super::{ConnId, Owner, Shared, MAX_PAYLOAD};
+use super::{ConnId, Owner, ReceiveLimits, Shared, MAX_PAYLOAD};
 
 /// Receive buffers above this capacity are released when they run empty, so
 /// an idle connection does not keep the memory of its largest burst.
@@ -37,7 +38,6 @@ pub(crate) enum CloseReason {
 pub(crate) struct ConnShared {
     id: ConnId,
     framing: Framing,
-    read_limit: usize,
     write_limit: usize,
     max_message: usize,
     state: Mutex<ConnState>,
@@ -46,8 +46,13 @@ pub(crate) struct ConnShared {
 #[derive(Default)]
 struct ConnState {
     // --- receive side ---
-    /// Received bytes not yet read; never longer than `read_limit`.
+    /// Received bytes not yet read; never longer than `limits.conn_buffer`.
     rbuf: VecDeque<u8>,
+    limits: ReceiveLimits,
+    /// Where the received bytes stand in ttrpc's messages (ttrpc framing only).
+    scanner: MessageScanner,
+    /// Charged for the bytes in `rbuf`, if the connection shares one.
+    budget: Option<Arc<Budget>>,
     /// High-water mark of `rbuf.len()`.
     peak: usize,
     /// The `Conn` reader waiting for bytes.
@@ -72,14 +77,42 @@ struct ConnState {
 }
 
 impl ConnShared {
-    pub(crate) fn new(id: ConnId, framing: Framing, opts: &super::Options) -> ConnShared {
+    pub(crate) fn new(
+        id: ConnId,
+        framing: Framing,
+        opts: &super::Options,
+        limits: ReceiveLimits,
+        budget: Option<Arc<Budget>>,
+    ) -> ConnShared {
+        let mut state = ConnState::default();
+        state.limits = limits;
+        state.budget = budget;
         ConnShared {
             id,
             framing,
-            read_limit: opts.conn_buffer_limit,
             write_limit: opts.write_buffer_limit,
             max_message: opts.max_message_payload,
-            state: Mutex::new(ConnState::default()),
+            state: Mutex::new(state),
+        }
+    }
+
+    /// Applies new receive limits; bytes already buffered stay.
+    pub(crate) fn set_limits(&self, limits: ReceiveLimits) {
+        let waker = {
+            let mut st = self.lock();
+            st.limits = limits;
+            st.feed_waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// Stops charging this connection's bytes to its budget.
+    pub(crate) fn leave_budget(&self) {
+        let mut st = self.lock();
+        if let Some(b) = st.budget.take() {
+            b.give(st.rbuf.len());
         }
     }
 
@@ -98,7 +131,7 @@ impl ConnShared {
         if st.detached || st.closed.is_some() {
             return Poll::Ready(None);
         }
-        let room = self.read_limit.saturating_sub(st.rbuf.len());
+        let room = st.limits.conn_buffer.saturating_sub(st.rbuf.len());
         if room > 0 {
             Poll::Ready(Some(room))
         } else {
@@ -107,17 +140,35 @@ impl ConnShared {
         }
     }
 
-    /// Appends received bytes (at most the room `poll_room` reported).
-    pub(crate) fn deliver(&self, data: &[u8]) {
+    /// Appends received bytes (at most the room `poll_room` reported), or
+    /// refuses them, buffering nothing, if they announce a ttrpc message over
+    /// the limit or exceed the shared budget: the caller closes the mux.
+    pub(crate) fn deliver(&self, data: &[u8]) -> Result<(), MuxError> {
         let mut st = self.lock();
         if st.detached || st.closed.is_some() {
-            return;
+            return Ok(());
+        }
+        if self.framing == Framing::Ttrpc {
+            let max = st.limits.max_message;
+            st.scanner
+                .scan(data, max)
+                .map_err(|len| MuxError::ReceivedMessageTooLarge {
+                    conn: self.id,
+                    len,
+                    max,
+                })?;
+        }
+        if let Some(b) = &st.budget {
+            if !b.take(data.len()) {
+                return Err(MuxError::BudgetExhausted { limit: b.limit() });
+            }
         }
         let need = st.rbuf.len() + data.len();
-        debug_assert!(need <= self.read_limit);
+        let limit = st.limits.conn_buffer;
+        debug_assert!(need <= limit);
         if need > st.rbuf.capacity() {
-            // Grow geometrically, but never past the budget.
-            let target = (2 * st.rbuf.capacity()).clamp(need, self.read_limit.max(need));
+            // Grow geometrically, but never past the limit.
+            let target = (2 * st.rbuf.capacity()).clamp(need, limit.max(need));
             let len = st.rbuf.len();
             st.rbuf.reserve_exact(target - len);
         }
@@ -126,6 +177,7 @@ impl ConnShared {
         if let Some(w) = st.read_waker.take() {
             w.wake();
         }
+        Ok(())
     }
 
     // ----- called by the mux -----
@@ -138,7 +190,7 @@ impl ConnShared {
                 return;
             }
             if matches!(reason, CloseReason::Local) {
-                st.rbuf = VecDeque::new();
+                st.discard_received();
             }
             st.assembler.clear();
             st.closed = Some(reason);
@@ -161,7 +213,7 @@ impl ConnShared {
         let waker = {
             let mut st = self.lock();
             st.detached = true;
-            st.rbuf = VecDeque::new();
+            st.discard_received();
             st.assembler.clear();
             st.feed_waker.take()
         };
@@ -171,7 +223,21 @@ impl ConnShared {
     }
 }
 
+impl Drop for ConnState {
+    fn drop(&mut self) {
+        self.discard_received();
+    }
+}
+
 impl ConnState {
+    /// Drops the received bytes, returning them to the budget.
+    fn discard_received(&mut self) {
+        if let Some(b) = &self.budget {
+            b.give(self.rbuf.len());
+        }
+        self.rbuf = VecDeque::new();
+    }
+
     fn take_wakers(&mut self) -> [Option<Waker>; 4] {
         [
             self.read_waker.take(),
@@ -265,7 +331,8 @@ impl Conn {
     }
 
     /// The largest number of received bytes that were ever waiting to be read;
-    /// never above [`Options::conn_buffer_limit`](super::Options::conn_buffer_limit).
+    /// never above the connection's buffer limit ([`Options::conn_buffer_limit`](super::Options::conn_buffer_limit)
+    /// or a later [`Mux::set_receive_limits`](super::Mux::set_receive_limits)).
     pub fn peak_buffered(&self) -> usize {
         self.shared.lock().peak
     }
@@ -388,6 +455,9 @@ impl AsyncRead for Conn {
             buf.put_slice(&a[..from_a]);
             buf.put_slice(&b[..n - from_a]);
             st.rbuf.drain(..n);
+            if let Some(b) = &st.budget {
+                b.give(n);
+            }
             if st.rbuf.is_empty() && st.rbuf.capacity() > KEEP_CAPACITY {
                 st.rbuf = VecDeque::new();
             }

@@ -63,6 +63,24 @@ pub enum MuxError {
         /// The limit.
         max: usize,
     },
+    /// The peer announced a ttrpc message larger than the receiving
+    /// connection accepts ([`Options::received_message_limit`](super::Options::received_message_limit)).
+    #[error("peer announced a {len}-byte ttrpc message on conn {conn}, limit is {max}")]
+    ReceivedMessageTooLarge {
+        /// ConnID of the connection.
+        conn: ConnId,
+        /// Payload length the ttrpc header announced.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Received bytes would exceed the budget shared with other
+    /// multiplexers ([`Options::receive_budget`](super::Options::receive_budget)).
+    #[error("received bytes exceed the shared budget of {limit} bytes")]
+    BudgetExhausted {
+        /// The budget's limit.
+        limit: usize,
+    },
 }
 
 impl MuxError {
@@ -77,6 +95,8 @@ impl MuxError {
             }
             MuxError::TrunkRead(e) | MuxError::TrunkWrite(e) => e.kind(),
             MuxError::MessageTooLarge { .. } => io::ErrorKind::InvalidInput,
+            MuxError::ReceivedMessageTooLarge { .. } => io::ErrorKind::InvalidData,
+            MuxError::BudgetExhausted { .. } => io::ErrorKind::OutOfMemory,
         }
     }
 }

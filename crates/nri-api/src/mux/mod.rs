@@ -70,6 +70,7 @@ mod conn;
 mod error;
 mod frame;
 mod reader;
+mod receive;
 mod writer;
 
 #[cfg(test)]
@@ -86,6 +87,7 @@ use conn::{CloseReason, ConnShared};
 pub use conn::Conn;
 pub use error::MuxError;
 pub use frame::{Framing, FRAME_HEADER_LEN, TTRPC_HEADER_LEN, TTRPC_MESSAGE_LENGTH_MAX};
+pub use receive::Budget;
 
 /// Identifies a logical connection on the trunk.
 pub type ConnId = u32;
@@ -101,11 +103,33 @@ pub const RUNTIME_SERVICE_CONN: ConnId = 2;
 /// `10 + (4 << 20)` = 4,194,314 bytes.
 pub const MAX_PAYLOAD: usize = TTRPC_HEADER_LEN + TTRPC_MESSAGE_LENGTH_MAX;
 
+/// What each connection accepts from the peer: see
+/// [`Options::received_message_limit`] and [`Options::conn_buffer_limit`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReceiveLimits {
+    /// Largest ttrpc payload a peer may announce on a [`Framing::Ttrpc`]
+    /// connection.
+    pub max_message: usize,
+    /// Most received bytes a connection buffers before the reader waits.
+    pub conn_buffer: usize,
+}
+
+impl Default for ReceiveLimits {
+    fn default() -> Self {
+        ReceiveLimits {
+            max_message: usize::MAX,
+            conn_buffer: 2 * MAX_PAYLOAD,
+        }
+    }
+}
+
 /// Settings of a [`Mux`].
 #[derive(Clone, Debug)]
 pub struct Options {
     blocked_read: bool,
-    conn_buffer_limit: usize,
+    receive: ReceiveLimits,
+    receive_budget: Option<Arc<Budget>>,
+    read_buffer: usize,
     write_buffer_limit: usize,
     max_message_payload: usize,
 }
@@ -114,7 +138,9 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             blocked_read: false,
-            conn_buffer_limit: 2 * MAX_PAYLOAD,
+            receive: ReceiveLimits::default(),
+            receive_budget: None,
+            read_buffer: reader::READ_CHUNK,
             write_buffer_limit: MAX_PAYLOAD,
             max_message_payload: TTRPC_MESSAGE_LENGTH_MAX,
         }
@@ -133,7 +159,34 @@ impl Options {
     /// Most received bytes a connection buffers before the reader waits for the
     /// consumer (default `2 * MAX_PAYLOAD`; at least 1).
     pub fn conn_buffer_limit(mut self, bytes: usize) -> Self {
-        self.conn_buffer_limit = bytes.max(1);
+        self.receive.conn_buffer = bytes.max(1);
+        self
+    }
+
+    /// Largest ttrpc payload the peer may announce on a [`Framing::Ttrpc`]
+    /// connection (default: no limit beyond [`MAX_PAYLOAD`] frames). A
+    /// larger header closes the multiplexer with
+    /// [`MuxError::ReceivedMessageTooLarge`] before any of its payload is
+    /// buffered.
+    pub fn received_message_limit(mut self, bytes: usize) -> Self {
+        self.receive.max_message = bytes;
+        self
+    }
+
+    /// Charges every connection's buffered bytes to `budget`, shared with
+    /// other multiplexers, until [`Mux::leave_budget`]. Bytes that would
+    /// exceed it close the multiplexer receiving them with
+    /// [`MuxError::BudgetExhausted`].
+    pub fn receive_budget(mut self, budget: Arc<Budget>) -> Self {
+        self.receive_budget = Some(budget);
+        self
+    }
+
+    /// Size of the buffer the trunk is read through (default 64 KiB; at
+    /// least one frame header). Smaller costs more reads for large
+    /// messages and less memory per idle multiplexer.
+    pub fn read_buffer(mut self, bytes: usize) -> Self {
+        self.read_buffer = bytes.max(FRAME_HEADER_LEN);
         self
     }
 
@@ -184,7 +237,11 @@ impl Mux {
         let (rd, wr) = tokio::io::split(trunk);
         let (write_tx, write_rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
-            state: Mutex::new(MuxState::default()),
+            state: Mutex::new(MuxState {
+                receive: opts.receive,
+                budget: opts.receive_budget.clone(),
+                ..MuxState::default()
+            }),
             closed_tx: watch::Sender::new(false),
             unblock_tx: watch::Sender::new(!opts.blocked_read),
             write_tx,
@@ -220,7 +277,13 @@ impl Mux {
             if st.conns.contains_key(&id) {
                 return Err(MuxError::AlreadyOpen(id));
             }
-            let conn = Arc::new(ConnShared::new(id, framing, &self.shared.opts));
+            let conn = Arc::new(ConnShared::new(
+                id,
+                framing,
+                &self.shared.opts,
+                st.receive,
+                st.budget.clone(),
+            ));
             st.conns.insert(id, Arc::clone(&conn));
             conn
         };
@@ -229,6 +292,27 @@ impl Mux {
             Arc::clone(&self.shared),
             Arc::clone(&self.owner),
         ))
+    }
+
+    /// Changes what every connection, open or opened later, accepts from the
+    /// peer from now on. Bytes already buffered stay, even beyond a lower
+    /// buffer limit.
+    pub fn set_receive_limits(&self, limits: ReceiveLimits) {
+        let mut st = self.shared.lock();
+        st.receive = limits;
+        for conn in st.conns.values() {
+            conn.set_limits(limits);
+        }
+    }
+
+    /// Stops charging received bytes to the shared budget and returns what
+    /// the connections hold to it.
+    pub fn leave_budget(&self) {
+        let mut st = self.shared.lock();
+        st.budget = None;
+        for conn in st.conns.values() {
+            conn.leave_budget();
+        }
     }
 
     /// Closes the multiplexer, all its connections and the trunk. Idempotent.
@@ -289,6 +373,9 @@ pub(crate) struct Shared {
 #[derive(Default)]
 struct MuxState {
     conns: HashMap<ConnId, Arc<ConnShared>>,
+    /// For connections opened from now on.
+    receive: ReceiveLimits,
+    budget: Option<Arc<Budget>>,
     closed: bool,
     reason: Option<Arc<MuxError>>,
 }

@@ -33,7 +33,7 @@ where
         _ = closed.wait_for(|c| *c) => return,
         _ = unblocked.wait_for(|u| *u) => {}
     }
-    let mut trunk = BufReader::with_capacity(READ_CHUNK, trunk);
+    let mut trunk = BufReader::with_capacity(shared.opts.read_buffer, trunk);
     let how = tokio::select! {
         biased;
         _ = closed.wait_for(|c| *c) => return,
@@ -100,7 +100,7 @@ where
             };
             let n = avail.len().min(left).min(room);
             if let Some(conn) = &target {
-                conn.deliver(&avail[..n]);
+                conn.deliver(&avail[..n])?;
             }
             trunk.consume(n);
             left -= n;

@@ -136,6 +136,84 @@ fn a_frame_claiming_4_gib_drops_only_that_connection() {
     })
 }
 
+/// Before this was bounded, 200 connections that each sent one ~4 MiB
+/// message and waited grew the runtime by ~700 MiB, and up to 1,024 could.
+/// Now a connection that announces more than a registration before it has
+/// registered is closed at once, and a good plugin still joins.
+#[test]
+fn connections_that_never_register_cannot_pin_memory() {
+    serial(async {
+        let (h, _good) = harness_with_good_plugin().await;
+        let base = Baseline::take(&h);
+        let rss_before = rss_kib();
+        let peak = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(rss_before));
+        let sampler = {
+            let peak = std::sync::Arc::clone(&peak);
+            tokio::spawn(async move {
+                loop {
+                    peak.fetch_max(rss_kib(), std::sync::atomic::Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            })
+        };
+
+        // One frame on the Runtime service connection: a ttrpc request
+        // header announcing 4 MiB, then the 4 MiB.
+        const LEN: usize = 4 << 20;
+        let mut frame = mux::RUNTIME_SERVICE_CONN.to_be_bytes().to_vec();
+        frame.extend(((mux::TTRPC_HEADER_LEN + LEN) as u32).to_be_bytes());
+        frame.extend((LEN as u32).to_be_bytes());
+        frame.extend([0, 0, 0, 1, 1, 0]);
+        frame.resize(frame.len() + LEN, 0x5a);
+        let frame = std::sync::Arc::new(frame);
+        let started = Instant::now();
+        let (mut conns, mut writers) = (Vec::new(), Vec::new());
+        for _ in 0..200 {
+            let s = tokio::net::UnixStream::connect(&h.socket).await.unwrap();
+            let (mut rd, mut wr) = s.into_split();
+            let frame = std::sync::Arc::clone(&frame);
+            writers.push(tokio::spawn(async move {
+                // Fails once the runtime hangs up; that is the point.
+                let _ = wr.write_all(&frame).await;
+                std::future::pending::<()>().await;
+            }));
+            conns.push(tokio::spawn(async move {
+                let mut buf = [0u8; 64];
+                let n = tokio::time::timeout(TIMEOUT, rd.read(&mut buf)).await;
+                (matches!(n, Ok(Ok(0)) | Ok(Err(_))), started.elapsed())
+            }));
+        }
+        let late = h.connect("late", "60", good_plugin());
+        h.wait_plugins(2).await;
+        let joined = started.elapsed();
+        let mut slowest = Duration::ZERO;
+        for c in conns {
+            let (closed, after) = c.await.unwrap();
+            assert!(
+                closed,
+                "a connection announcing 4 MiB stayed open for {TIMEOUT:?}"
+            );
+            slowest = slowest.max(after);
+        }
+        sampler.abort();
+        writers.iter().for_each(|w| w.abort());
+        let grew = peak.load(std::sync::atomic::Ordering::Relaxed) as i64 - rss_before as i64;
+        eprintln!(
+            "FIGURE 200 unregistered connections sending 4 MiB: all closed in {slowest:?}, \
+             a good plugin joined in {joined:?}, peak RSS {grew:+} KiB"
+        );
+        assert!(grew < 64 * 1024, "peak RSS grew by {grew} KiB");
+        assert!(slowest < TIMEOUT / 2, "closed only after {slowest:?}");
+        late.stop();
+        eventually(TIMEOUT, "the late plugin to disconnect", || {
+            h.nri.plugins() == ["50-good"]
+        })
+        .await;
+        good_plugin_still_adjusts(&h, "after-flood").await;
+        base.restored(&h).await;
+    })
+}
+
 /// Upstream treats a malformed reply as an ordinary plugin error: every
 /// container fails and the plugin stays. Here it is dropped.
 #[test]

@@ -7,6 +7,7 @@ mod alloc;
 mod framing;
 mod lifecycle;
 mod oracle;
+mod receive;
 mod stream;
 mod ttrpc_e2e;
 
