@@ -89,10 +89,22 @@ pub(crate) async fn start_plugins(
 
 /// Synchronizes a newly connected external plugin and makes it active.
 /// Holds the sync lock exclusively (waiting out [`PluginSyncBlock`]s; other
-/// plugins' syncs queue behind it) but not the event lock: events and other
-/// handshakes go on meanwhile.
+/// plugins' syncs wait their turn) but not the event lock: events and other
+/// handshakes go on meanwhile. A plugin that goes away while it waits
+/// leaves the queue.
 pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
-    let _exclusive = core.sync_lock.exclusive().await;
+    let turn = tokio::select! {
+        turn = core.sync_lock.exclusive() => turn,
+        () = plugin.gone() => return,
+    };
+    let _exclusive = match turn {
+        Ok(turn) => turn,
+        Err(e) => {
+            warn!("refusing plugin {}: {e}", plugin.qualified_name());
+            plugin.close();
+            return;
+        }
+    };
     let cb = SyncCb::new(
         sync::SyncTargets::External(Arc::clone(&plugin)),
         core.request_timeout(),

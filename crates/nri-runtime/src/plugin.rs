@@ -118,6 +118,16 @@ impl Plugin {
             }
     }
 
+    /// Resolves once the plugin's connection is gone (never for builtins).
+    pub(crate) async fn gone(&self) {
+        match &self.transport {
+            Transport::Ttrpc { mux, .. } => {
+                mux.closed().await;
+            }
+            Transport::Builtin(_) => std::future::pending().await,
+        }
+    }
+
     fn is_builtin(&self) -> bool {
         matches!(self.transport, Transport::Builtin(_))
     }
