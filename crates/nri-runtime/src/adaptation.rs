@@ -3,8 +3,8 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex, RwLock};
 
 use log::info;
 use nri_api::*;
@@ -27,8 +27,12 @@ pub struct Adaptation {
     max_pending_connections: usize,
     builtin: Vec<BuiltinPlugin>,
     listener: Mutex<Option<listener::Listener>>,
+    /// Whether the adaptation runs its own runtime thread (rather than the
+    /// caller's runtime): then it starts one at each start and ends it at
+    /// stop, so a stopped adaptation keeps no thread or fd.
+    own_thread: bool,
     // Last: dropped after everything that may still spawn onto it.
-    _thread: Option<RuntimeThread>,
+    thread: Mutex<Option<RuntimeThread>>,
 }
 
 impl Adaptation {
@@ -40,6 +44,7 @@ impl Adaptation {
         update_fn: impl UpdateFn,
         opts: Options,
     ) -> Result<Adaptation, Error> {
+        let own_thread = opts.runtime.is_none();
         let (thread, handle) = match opts.runtime {
             Some(h) => (None, h),
             None => {
@@ -66,7 +71,9 @@ impl Adaptation {
             deprecation: opts.deprecation,
             registration_timeout: opts.registration_timeout,
             request_timeout: opts.request_timeout,
-            handle,
+            handle: RwLock::new(Some(handle)),
+            epoch: tokio::sync::watch::Sender::new(0),
+            accepting: AtomicBool::new(false),
             plugins: Mutex::new(Vec::new()),
             events: tokio::sync::Mutex::new(()),
             state: AtomicU64::new(0),
@@ -83,7 +90,8 @@ impl Adaptation {
             max_pending_connections: opts.max_pending_connections,
             builtin: opts.builtin,
             listener: Mutex::new(None),
-            _thread: thread,
+            own_thread,
+            thread: Mutex::new(thread),
         })
     }
 
@@ -93,7 +101,10 @@ impl Adaptation {
         T: Send + 'static,
         F: Future<Output = Result<T, Error>> + Send + 'static,
     {
-        match self.core.handle.spawn(f).await {
+        let Some(handle) = self.core.handle() else {
+            return Err(Error::NotRunning);
+        };
+        match handle.spawn(f).await {
             Ok(res) => res,
             Err(e) if e.is_panic() => Err(Error::Start(format!(
                 "NRI adaptation task panicked: {}",
@@ -122,6 +133,8 @@ impl Adaptation {
             return Err(Error::Start("NRI adaptation is already running".into()));
         }
         info!("runtime interface starting up...");
+        self.ensure_thread()?;
+        self.core.accept_plugins();
         let core = Arc::clone(&self.core);
         let builtin = self.builtin.clone();
         let (plugin_path, config_path) =
@@ -158,7 +171,10 @@ impl Adaptation {
     /// Stops accepting plugins and closes every plugin, killing launched
     /// ones (upstream `Stop`). Waits for an event in progress to finish,
     /// as upstream's lock does; later events are refused. Unlike upstream,
-    /// external connections are closed too.
+    /// external connections are closed too, handshakes and syncs in
+    /// progress are cancelled (none adds its plugin afterwards), and the
+    /// adaptation's own runtime thread ends, with every fd it had; the
+    /// next start begins a new one.
     pub async fn stop(&self) {
         info!("runtime interface shutting down...");
         let _no_event_in_progress = self.core.events.lock().await;
@@ -175,7 +191,23 @@ impl Adaptation {
         {
             l.stop();
         }
-        self.core.close_all();
+        self.core.stop_all();
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if thread.is_some() {
+            self.core.set_handle(None);
+        }
+        drop(thread);
+    }
+
+    /// Starts a runtime thread if the adaptation owns one and stop ended it.
+    fn ensure_thread(&self) -> Result<(), Error> {
+        let mut thread = self.thread.lock().unwrap_or_else(|e| e.into_inner());
+        if self.own_thread && thread.is_none() {
+            let (t, h) = RuntimeThread::spawn()?;
+            self.core.set_handle(Some(h));
+            *thread = Some(t);
+        }
+        Ok(())
     }
 
     /// Holds off the synchronization of newly connecting plugins (upstream
@@ -193,7 +225,9 @@ impl Adaptation {
     /// Tasks alive on the adaptation's runtime: connections, handshakes,
     /// watchers. For leak checks in tests and diagnostics.
     pub fn alive_tasks(&self) -> usize {
-        self.core.handle.metrics().num_alive_tasks()
+        self.core
+            .handle()
+            .map_or(0, |h| h.metrics().num_alive_tasks())
     }
 
     /// The full names (`idx-name`) of the active plugins, in invocation order.

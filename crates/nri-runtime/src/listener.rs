@@ -67,8 +67,9 @@ async fn accept_loop(core: Arc<Core>, listener: UnixListener, max_pending: usize
             warn!("refusing plugin connection: {max_pending} handshakes already pending");
             continue;
         };
-        let core = Arc::clone(&core);
-        tokio::spawn(async move {
+        let task_core = Arc::clone(&core);
+        core.spawn(async move {
+            let core = task_core;
             let connected = connect::connect(Arc::clone(&core), stream, None).await;
             drop(permit);
             match connected {

@@ -3,8 +3,9 @@
 //! the word that says whether it runs and which events its plugins want.
 
 use std::future::Future;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use log::info;
@@ -25,7 +26,17 @@ pub(crate) struct Core {
     pub(crate) deprecation: Option<Arc<dyn DeprecationRecorder>>,
     pub(crate) registration_timeout: Option<Duration>,
     pub(crate) request_timeout: Option<Duration>,
-    pub(crate) handle: tokio::runtime::Handle,
+    /// The runtime the adaptation's tasks run on; a new one after each
+    /// start when the adaptation owns its runtime thread, and none while
+    /// stopped then (a handle would keep the ended runtime's fds open).
+    pub(crate) handle: RwLock<Option<tokio::runtime::Handle>>,
+    /// Bumped by every stop: a task spawned before ends at its next poll,
+    /// whichever runtime it runs on.
+    pub(crate) epoch: tokio::sync::watch::Sender<u64>,
+    /// Whether plugins may be added: false from stop until the next start,
+    /// so a handshake or sync that finishes after stop adds nothing.
+    /// Written and read under the plugin list's lock.
+    pub(crate) accepting: AtomicBool,
     /// Active plugins in invocation order.
     pub(crate) plugins: Mutex<Vec<Arc<Plugin>>>,
     /// Serializes events, as upstream's adaptation lock does. Only events
@@ -52,6 +63,34 @@ pub(crate) struct Core {
 pub(crate) const RUNNING: u64 = 1 << 63;
 
 impl Core {
+    pub(crate) fn handle(&self) -> Option<tokio::runtime::Handle> {
+        self.handle
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn set_handle(&self, handle: Option<tokio::runtime::Handle>) {
+        *self.handle.write().unwrap_or_else(|e| e.into_inner()) = handle;
+    }
+
+    /// Lets plugins be added again (at start).
+    pub(crate) fn accept_plugins(&self) {
+        let _plugins = self.lock_plugins();
+        self.accepting.store(true, Ordering::Release);
+    }
+
+    /// Ends every task spawned so far and every plugin: nothing started
+    /// before this call adds a plugin after it.
+    pub(crate) fn stop_all(&self) {
+        {
+            let _plugins = self.lock_plugins();
+            self.accepting.store(false, Ordering::Release);
+        }
+        self.epoch.send_modify(|e| *e += 1);
+        self.close_all();
+    }
+
     pub(crate) fn registration_timeout(&self) -> Duration {
         self.registration_timeout.unwrap_or_else(|| {
             Duration::from_millis(REGISTRATION_TIMEOUT_MS.load(Ordering::Relaxed))
@@ -63,11 +102,21 @@ impl Core {
             .unwrap_or_else(|| Duration::from_millis(REQUEST_TIMEOUT_MS.load(Ordering::Relaxed)))
     }
 
+    /// Spawns a task that ends with the next stop, if not before; once
+    /// stopped without a runtime, `f` is dropped unrun.
     pub(crate) fn spawn<F>(&self, f: F)
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        self.handle.spawn(f);
+        let Some(handle) = self.handle() else { return };
+        let mut epoch = self.epoch.subscribe();
+        let started = *epoch.borrow_and_update();
+        handle.spawn(async move {
+            tokio::select! {
+                () = f => {}
+                _ = epoch.wait_for(|e| *e != started) => {}
+            }
+        });
     }
 
     /// Takes the event lock for one event, if the adaptation is running.
@@ -130,9 +179,18 @@ impl Core {
 
     /// Adds plugins, keeping index order (stable: equal indices keep their
     /// arrival order, which upstream leaves unspecified).
+    /// After a stop, they are closed instead.
     pub(crate) fn add_plugins(&self, new: impl IntoIterator<Item = Arc<Plugin>>) {
         let count = {
             let mut plugins = self.lock_plugins();
+            if !self.accepting.load(Ordering::Acquire) {
+                drop(plugins);
+                for p in new {
+                    info!("plugin {} arrived after stop", p.qualified_name());
+                    p.close();
+                }
+                return;
+            }
             plugins.extend(new);
             plugins.sort_by(|a, b| a.idx.cmp(&b.idx));
             self.publish_events(&plugins);

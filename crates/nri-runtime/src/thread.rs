@@ -1,6 +1,14 @@
 //! The thread that runs an adaptation's own tokio runtime.
 
+use std::time::Duration;
+
 use crate::Error;
+
+/// The name of every thread of the adaptation's own runtime.
+pub(crate) const THREAD_NAME: &str = "nri-adaptation";
+
+/// How long stopping waits for runtime callbacks still running.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 /// The thread running the adaptation's own tokio runtime.
 pub(crate) struct RuntimeThread {
@@ -12,14 +20,20 @@ impl RuntimeThread {
     pub(crate) fn spawn() -> Result<(RuntimeThread, tokio::runtime::Handle), Error> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
+            // Its blocking pool too: threads of the core are ours to count.
+            .thread_name(THREAD_NAME)
             .build()
             .map_err(|e| Error::InvalidConfig(format!("tokio runtime: {e}")))?;
         let handle = rt.handle().clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
-            .name("nri-adaptation".into())
+            .name(THREAD_NAME.into())
             .spawn(move || {
                 let _ = rt.block_on(stopped);
+                // Dropping every task closes its connections; a runtime
+                // callback still running on the blocking pool gets a
+                // moment to return, and its thread is left behind if not.
+                rt.shutdown_timeout(SHUTDOWN_GRACE);
             })
             .map_err(|e| Error::InvalidConfig(format!("adaptation thread: {e}")))?;
         Ok((

@@ -16,6 +16,7 @@ mod gostub;
 mod hostile;
 #[allow(dead_code)]
 mod peers;
+mod stop;
 mod syncs;
 
 use std::future::Future;
