@@ -1,5 +1,6 @@
 //! Go's `%q` string quoting, for error texts that must match upstream's
-//! byte for byte even when they embed strings chosen by a plugin.
+//! byte for byte even when they embed strings chosen by a plugin, and the
+//! bounded, escaped form of such strings in log lines.
 
 use std::fmt::Write;
 
@@ -13,6 +14,27 @@ pub fn go_quote(s: &str) -> String {
         push_quoted(&mut out, c);
     }
     out.push('"');
+    out
+}
+
+/// Text a peer chose, as a log line may carry it: at most `max` bytes of
+/// it, with control and other unprintable characters escaped as
+/// [`go_quote`] escapes them (so a peer cannot forge log lines with
+/// newlines or terminal sequences), and a note of how much was cut.
+pub fn log_text(s: &str, max: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(max) + 2);
+    let mut used = 0;
+    for (i, c) in s.char_indices() {
+        if used + c.len_utf8() > max {
+            let _ = write!(out, "... ({} more bytes)", s.len() - i);
+            return out;
+        }
+        used += c.len_utf8();
+        match c {
+            '"' | '\\' => out.push(c),
+            _ => push_quoted(&mut out, c),
+        }
+    }
     out
 }
 
@@ -57,7 +79,22 @@ fn is_go_printable(c: char) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::go_quote;
+    use super::{go_quote, log_text};
+
+    #[test]
+    fn log_text_escapes_and_bounds_what_a_peer_sent() {
+        assert_eq!(log_text("plain \"name\"", 64), "plain \"name\"");
+        assert_eq!(
+            log_text("evil\nlevel=error msg=forged\x1b[2J", 64),
+            "evil\\nlevel=error msg=forged\\x1b[2J"
+        );
+        assert_eq!(
+            log_text(&"x".repeat(100), 10),
+            "xxxxxxxxxx... (90 more bytes)"
+        );
+        // Never cut inside a character.
+        assert_eq!(log_text("aé", 2), "a... (2 more bytes)");
+    }
 
     #[test]
     fn matches_go_strconv_quote() {

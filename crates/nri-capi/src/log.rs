@@ -45,6 +45,9 @@ unsafe impl Sync for Sink {}
 
 static SINK: RwLock<Option<Sink>> = RwLock::new(None);
 
+/// Most bytes of one log message handed to the host.
+const MAX_MESSAGE: usize = 4096;
+
 struct FfiLogger;
 
 impl Log for FfiLogger {
@@ -68,7 +71,12 @@ impl Log for FfiLogger {
             Level::Trace => nri_log_level::Trace,
         };
         let target = to_cstring(record.target().to_string());
-        let message = to_cstring(record.args().to_string());
+        // Lines may carry what a plugin sent, in our messages and in
+        // ttrpc's: the host gets them escaped and bounded.
+        let message = to_cstring(nri_api::quote::log_text(
+            &record.args().to_string(),
+            MAX_MESSAGE,
+        ));
         // SAFETY: nri_set_log_callback's contract: `log` is safe to call from
         // any thread with `user_data` until it is replaced, and the SINK read
         // lock held here keeps it from being replaced meanwhile; the

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use log::{info, warn};
 
+use crate::error::peer_text;
 use crate::plugin::{Origin, Plugin, Transport};
 use crate::shared::Core;
 use crate::{connect, launch, sync, BuiltinPlugin, Error, SyncCb};
@@ -120,8 +121,9 @@ pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
         ),
         Err(e) => {
             warn!(
-                "failed to synchronize plugin {}: {e}",
-                plugin.qualified_name()
+                "failed to synchronize plugin {}: {}",
+                plugin.qualified_name(),
+                peer_text(&e)
             );
             plugin.close();
         }

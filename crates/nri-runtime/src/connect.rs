@@ -12,6 +12,7 @@ use log::{info, warn};
 use tokio::net::UnixStream;
 use tokio::sync::{oneshot, Semaphore};
 
+use super::error::peer_text;
 use super::plugin::{Origin, Plugin, Transport};
 use super::replies::Replies;
 use super::{Core, Error};
@@ -37,6 +38,11 @@ pub(crate) const UNREGISTERED_BUDGET: usize = 32 << 20;
 /// runtime receives small replies, and an idle connection keeps less.
 const READ_BUFFER: usize = 16 << 10;
 
+/// Requests a connection may have refused as out of protocol (registering
+/// twice, updating before registering) before it is closed: a peer that
+/// keeps at it is broken or hostile, and each refusal costs a reply.
+const MAX_REFUSALS: usize = 8;
+
 /// How long a plugin whose registration was refused may keep the connection
 /// to read the error.
 const REJECTION_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
@@ -61,6 +67,24 @@ struct RuntimeService {
     /// Set once the plugin has registered: only then may it call UpdateContainers.
     plugin: OnceLock<Weak<Plugin>>,
     updates_in_flight: Semaphore,
+    /// The connection, closed after [`MAX_REFUSALS`] refusals.
+    mux: Mux,
+    refusals: std::sync::atomic::AtomicUsize,
+}
+
+impl RuntimeService {
+    /// Refuses a request that breaks the protocol, and closes the
+    /// connection once it has refused too many.
+    fn refuse(&self, code: ttrpc::Code, msg: &str) -> ttrpc::Error {
+        let n = 1 + self
+            .refusals
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if n == MAX_REFUSALS {
+            warn!("closing plugin connection: {n} requests refused, the last: {msg}");
+            self.mux.close();
+        }
+        status(code, msg)
+    }
 }
 
 fn status(code: ttrpc::Code, msg: impl Into<String>) -> ttrpc::Error {
@@ -80,7 +104,7 @@ impl api::ttrpc::Runtime for RuntimeService {
             .unwrap_or_else(|e| e.into_inner())
             .take()
         else {
-            return Err(status(
+            return Err(self.refuse(
                 ttrpc::Code::FAILED_PRECONDITION,
                 "plugin already registered",
             ));
@@ -91,8 +115,10 @@ impl api::ttrpc::Runtime for RuntimeService {
             &req.NRI_version
         };
         info!(
-            "plugin {}-{} registering, NRI version {version}",
-            req.plugin_idx, req.plugin_name
+            "plugin {}-{} registering, NRI version {}",
+            peer_text(&req.plugin_idx),
+            peer_text(&req.plugin_name),
+            peer_text(&version)
         );
         if self.check_identity {
             let checked = api::check_plugin_name(&req.plugin_name)
@@ -117,10 +143,7 @@ impl api::ttrpc::Runtime for RuntimeService {
     ) -> ttrpc::Result<api::UpdateContainersResponse> {
         let plugin = self.plugin.get().and_then(Weak::upgrade);
         let (Some(plugin), Some(core)) = (plugin, self.core.upgrade()) else {
-            return Err(status(
-                ttrpc::Code::PERMISSION_DENIED,
-                "plugin is not registered",
-            ));
+            return Err(self.refuse(ttrpc::Code::PERMISSION_DENIED, "plugin is not registered"));
         };
         if plugin.is_closed() {
             return Err(status(ttrpc::Code::UNAVAILABLE, "plugin is closed"));
@@ -175,6 +198,8 @@ pub(crate) async fn connect(
         registered: Mutex::new(Some(registered_tx)),
         plugin: OnceLock::new(),
         updates_in_flight: Semaphore::new(MAX_UPDATE_REQUESTS_IN_FLIGHT),
+        mux: mux.clone(),
+        refusals: Default::default(),
     });
     let runtime_conn = Replies::new(
         mux.open(mux::RUNTIME_SERVICE_CONN).map_err(|e| setup(&e))?,
@@ -234,7 +259,7 @@ pub(crate) async fn connect(
     // runtime's sync callback has returned.
     let _ = service.plugin.set(Arc::downgrade(&plugin));
     if let Err(e) = plugin.configure().await {
-        warn!("plugin {}: {e}", plugin.qualified_name());
+        warn!("plugin {}: {}", plugin.qualified_name(), peer_text(&e));
         plugin.close();
         return Err(e);
     }

@@ -74,6 +74,15 @@ impl Error {
 /// Go's ttrpc). ttrpc-rust gives it in two forms: as `Error::Others` when it
 /// refuses to send a request, before anything is written; and as an
 /// `InvalidArgument` status when it has read and discarded a reply.
+/// Most bytes of a peer's text (a name, an error it sent) a log line carries.
+const LOGGED_PEER_TEXT: usize = 512;
+
+/// What a log line may say of something a plugin chose: escaped and
+/// bounded (see [`nri_api::quote::log_text`]).
+pub(crate) fn peer_text(text: &dyn std::fmt::Display) -> String {
+    nri_api::quote::log_text(&text.to_string(), LOGGED_PEER_TEXT)
+}
+
 pub(crate) fn is_oversized_message(text: &str) -> bool {
     text.strip_prefix("message length ")
         .and_then(|rest| rest.split_once(" exceed maximum message size of "))

@@ -10,6 +10,7 @@ use log::{info, warn};
 use tokio::net::UnixListener;
 use tokio::sync::Semaphore;
 
+use super::error::peer_text;
 use super::{connect, Core, Error};
 
 pub(crate) struct Listener {
@@ -74,7 +75,7 @@ async fn accept_loop(core: Arc<Core>, listener: UnixListener, max_pending: usize
             drop(permit);
             match connected {
                 Ok(c) => crate::activate::sync_and_add(core, c).await,
-                Err(e) => warn!("failed to start external plugin: {e}"),
+                Err(e) => warn!("failed to start external plugin: {}", peer_text(&e)),
             }
         });
     }

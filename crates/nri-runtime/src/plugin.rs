@@ -11,7 +11,7 @@ use log::{debug, info, warn};
 
 use super::builtin::BuiltinHandlers;
 use super::call::Call;
-use super::error::{grpc_code_name, is_oversized_message, is_oversized_reply};
+use super::error::{grpc_code_name, is_oversized_message, is_oversized_reply, peer_text};
 use super::{Core, Deprecation, Error};
 use nri_api::mux::Mux;
 use nri_api::ttrpc::PluginClient;
@@ -248,8 +248,9 @@ impl Plugin {
             return false;
         }
         warn!(
-            "closing plugin {}, failed to handle {op} request: {e}",
-            self.qualified_name()
+            "closing plugin {}, failed to handle {op} request: {}",
+            self.qualified_name(),
+            peer_text(e)
         );
         self.close();
         true

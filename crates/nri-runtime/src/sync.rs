@@ -205,7 +205,11 @@ impl SyncTargets {
             match synchronize(p, state, timeout).await {
                 Ok(u) => updates.extend(u),
                 Err(e) => {
-                    warn!("failed to synchronize plugin {}: {e}", p.qualified_name());
+                    warn!(
+                        "failed to synchronize plugin {}: {}",
+                        p.qualified_name(),
+                        crate::error::peer_text(&e)
+                    );
                     p.close();
                 }
             }

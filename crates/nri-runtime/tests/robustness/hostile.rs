@@ -283,16 +283,50 @@ fn registering_twice_is_refused() {
 
         let twice = RawPlugin::connect(&h.socket, idle_methods()).await;
         twice.register("twice", "10").await.unwrap();
-        for _ in 0..100 {
+        h.wait_plugins(2).await;
+        for _ in 0..7 {
             let err = twice.register("twice", "10").await.unwrap_err();
             assert!(err.to_string().contains("already registered"), "{err}");
         }
-        h.wait_plugins(2).await;
-        twice.mux.close();
+        // The eighth refusal is the last: the runtime hangs up.
+        let _ = twice.register("twice", "10").await;
+        tokio::time::timeout(TIMEOUT, twice.mux.closed())
+            .await
+            .expect("a connection refused 8 times is closed");
+        assert!(
+            !logged("8 requests refused, the last: plugin already registered").is_empty(),
+            "the runtime says why"
+        );
         drop(twice);
         // The closed plugin is pruned after the next event.
         good_plugin_still_adjusts(&h, "c1").await;
         assert_eq!(h.nri.plugins(), ["50-good"]);
+        base.restored(&h).await;
+    })
+}
+
+/// A plugin name is logged as the plugin registers, before it is checked:
+/// a peer could put newlines (forged log lines) or megabytes in it.
+#[test]
+fn what_a_peer_sends_reaches_the_log_escaped_and_bounded() {
+    serial(async {
+        let (h, _good) = harness_with_good_plugin().await;
+        let base = Baseline::take(&h);
+        let forger = RawPlugin::connect(&h.socket, idle_methods()).await;
+        let name = format!("x\nlevel=error msg=\"forged line\"{}", "y".repeat(30_000));
+        let err = forger.register(&name, "10").await.unwrap_err();
+        assert!(err.to_string().contains("invalid plugin name"), "{err}");
+        let lines = logged("registering");
+        let line = lines
+            .iter()
+            .find(|l| l.contains("msg=\"forged line"))
+            .expect("the registration is logged");
+        assert!(!line.contains('\n'), "a peer forged a log line: {line:?}");
+        assert!(line.len() < 2048, "a {}-byte log line", line.len());
+        assert!(line.contains("more bytes)"), "{line}");
+        forger.mux.close();
+        drop(forger);
+        good_plugin_still_adjusts(&h, "after-forger").await;
         base.restored(&h).await;
     })
 }
