@@ -263,21 +263,31 @@ fn reap_in_background(pid: libc::pid_t) {
 /// Blocks until `pid` has exited, leaving it to be reaped (or until it is
 /// not our child).
 fn wait_exited(pid: libc::pid_t) {
-    loop {
-        // SAFETY: siginfo_t is plain data; all zeroes is a valid value.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid writes only into `info`, which lives across the call.
-        let r = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOWAIT,
-            )
-        };
-        if r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+    while let Err(e) = peek_exit(pid, 0) {
+        if e.kind() != io::ErrorKind::Interrupted {
             return;
         }
+    }
+}
+
+/// `waitid(P_PID, pid, WEXITED | WNOWAIT | flags)`: waits for `pid` to
+/// exit without reaping it (with `WNOHANG`, only looks).
+fn peek_exit(pid: libc::pid_t, flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: siginfo_t is plain data; all zeroes is a valid value.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: waitid writes only into `info`, which lives across the call.
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOWAIT | flags,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 
@@ -353,18 +363,7 @@ mod tests {
     /// Whether `pid` is reaped: no longer a child of ours, running or zombie.
     /// Asks without reaping it.
     fn is_reaped(pid: libc::pid_t) -> bool {
-        // SAFETY: as in wait_exited.
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: as in wait_exited; WNOHANG makes it return at once.
-        let r = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
-            )
-        };
-        r < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)
+        matches!(peek_exit(pid, libc::WNOHANG), Err(e) if e.raw_os_error() == Some(libc::ECHILD))
     }
 
     fn eventually(what: &str, ok: impl Fn() -> bool) {
