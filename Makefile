@@ -88,7 +88,8 @@ provenance:
 	tests/provenance.sh
 
 ## lint: what CI checks before `make test`: Rust formatting and clippy
-## (warnings are errors), the rust-version and the crates' layering, gofmt
+## (warnings are errors), the rust-version, the crates' layering and that
+## libnri.a's dependencies install no signal handler in their host, gofmt
 ## and go vet, shellcheck on every script, links of the docs, and
 ## cargo-deny (licences, duplicate versions, sources; advisories when the
 ## RustSec database is reachable)
@@ -103,6 +104,7 @@ lint-rust:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	tests/lint/msrv.sh
 	tests/lint/layers.sh
+	tests/lint/host-signals.sh
 
 # go vet type-checks the cgo packages, which needs nri.pc (not the library).
 lint-go: pkgconfig

@@ -12,6 +12,7 @@ use log::{info, warn};
 use tokio::net::UnixStream;
 use tokio::sync::{oneshot, Semaphore};
 
+use super::child::Child;
 use super::error::peer_text;
 use super::plugin::{Origin, Plugin, Transport};
 use super::replies::Replies;
@@ -52,7 +53,7 @@ pub(crate) struct Launched {
     pub(crate) idx: String,
     pub(crate) base: String,
     pub(crate) config: String,
-    pub(crate) child: tokio::process::Child,
+    pub(crate) child: Child,
 }
 
 /// Registration as reported by the plugin: (name, idx).

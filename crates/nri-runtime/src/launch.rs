@@ -3,10 +3,12 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use log::warn;
 
+use super::child;
 use super::connect::Launched;
 use super::Error;
 use nri_api as api;
@@ -108,15 +110,14 @@ pub(crate) fn launch(d: &Discovered) -> Result<(tokio::net::UnixStream, Launched
     let theirs: OwnedFd = theirs.into();
     let fd = theirs.as_raw_fd();
 
-    let mut cmd = tokio::process::Command::new(&d.path);
+    let mut cmd = std::process::Command::new(&d.path);
     cmd.env_clear()
         .env(api::PLUGIN_NAME_ENV, &d.base)
         .env(api::PLUGIN_IDX_ENV, &d.idx)
         .env(api::PLUGIN_SOCKET_ENV, "3")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true);
+        .stderr(std::process::Stdio::null());
     // SAFETY: only async-signal-safe calls (dup2, fcntl) between fork and exec.
     unsafe {
         cmd.pre_exec(move || {
@@ -132,7 +133,8 @@ pub(crate) fn launch(d: &Discovered) -> Result<(tokio::net::UnixStream, Launched
             Ok(())
         });
     }
-    let child = cmd.spawn().map_err(fail)?;
+    // Killed and reaped when dropped, without a signal handler (child.rs).
+    let child = child::spawn(&mut cmd).map_err(fail)?;
     drop(theirs);
 
     ours.set_nonblocking(true).map_err(fail)?;

@@ -42,6 +42,7 @@ mod adaptation;
 mod builtin;
 mod call;
 mod callbacks;
+mod child;
 mod connect;
 mod error;
 mod launch;

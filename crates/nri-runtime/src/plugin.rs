@@ -11,6 +11,7 @@ use log::{debug, info, warn};
 
 use super::builtin::BuiltinHandlers;
 use super::call::Call;
+use super::child::Child;
 use super::error::{grpc_code_name, is_oversized_message, is_oversized_reply, peer_text};
 use super::{Core, Deprecation, Error};
 use nri_api::mux::Mux;
@@ -38,7 +39,7 @@ pub(crate) enum Transport {
         /// The Runtime service this plugin calls; shut down on close.
         server: Mutex<Option<ttrpc::r#async::Server>>,
         /// The plugin's process, if the adaptation launched it.
-        child: Mutex<Option<tokio::process::Child>>,
+        child: Mutex<Option<Child>>,
     },
     Builtin(Arc<dyn BuiltinHandlers>),
 }
