@@ -102,8 +102,7 @@ fn spawn_with(cmd: &mut Command, try_pidfd: bool) -> io::Result<Child> {
 }
 
 impl Child {
-    #[cfg(test)]
-    fn pid(&self) -> libc::pid_t {
+    pub(crate) fn pid(&self) -> libc::pid_t {
         self.pid
     }
 

@@ -173,7 +173,12 @@ pub(crate) async fn connect(
     stream: UnixStream,
     launched: Option<Launched>,
 ) -> Result<Arc<Plugin>, Error> {
-    let pid = stream.peer_cred().ok().and_then(|c| c.pid());
+    // The credentials of a socketpair name whoever created it (the host),
+    // so a launched plugin's pid is its process's.
+    let pid = match &launched {
+        Some(l) => Some(l.child.pid()),
+        None => stream.peer_cred().ok().and_then(|c| c.pid()),
+    };
     let origin = if launched.is_some() {
         Origin::Launched
     } else {

@@ -82,6 +82,19 @@ async fn pre_installed_go_plugin_is_launched_configured_and_synchronized() {
     assert_eq!(calls[1]["pods"], 2);
     assert_eq!(calls[1]["containers"], 1);
     assert_eq!(calls[2]["pod"], "p3");
+    // Logs name the plugin's own process, not the runtime that made its
+    // socketpair (what the socket's peer credentials would say).
+    let started = logged("pre-connected:30-go[");
+    let pid: u32 = started
+        .iter()
+        .find_map(|l| l.split("30-go[").nth(1)?.split(']').next()?.parse().ok())
+        .expect("a log line with the plugin's pid");
+    assert_ne!(pid, std::process::id());
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&cmdline).contains("30-go"),
+        "pid {pid} is not the plugin"
+    );
     h.nri.stop().await;
 }
 
