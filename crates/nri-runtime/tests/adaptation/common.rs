@@ -88,6 +88,11 @@ pub struct RuntimeState {
     pub fail_sync: bool,
     /// The update callback applies nothing and reports every update failed.
     pub fail_updates: bool,
+    /// How long the update callback takes.
+    pub update_delay: Duration,
+    /// Update callbacks running now, and the most that ever ran at once.
+    pub updates_running: usize,
+    pub most_updates_running: usize,
 }
 
 pub struct Harness {
@@ -153,7 +158,15 @@ impl Harness {
             move |updates: Vec<ContainerUpdate>| {
                 let state = Arc::clone(&s2);
                 async move {
+                    let delay = {
+                        let mut s = state.lock().unwrap();
+                        s.updates_running += 1;
+                        s.most_updates_running = s.most_updates_running.max(s.updates_running);
+                        s.update_delay
+                    };
+                    tokio::time::sleep(delay).await;
                     let mut s = state.lock().unwrap();
+                    s.updates_running -= 1;
                     if s.fail_updates {
                         return Ok::<_, BoxError>(updates);
                     }

@@ -370,11 +370,14 @@ fn only_registered_plugins_may_update_containers() {
     })
 }
 
-/// A flood of unsolicited update requests is bounded per plugin.
+/// A flood of unsolicited update requests is bounded per plugin: while the
+/// runtime takes its time over updates, at most four of one plugin's run at
+/// once and the rest are refused at once, none queued.
 #[test]
 fn a_flood_of_update_requests_is_bounded() {
     serial(async {
         let (h, _good) = harness_with_good_plugin().await;
+        h.state.lock().unwrap().update_delay = Duration::from_millis(200);
         let base = Baseline::take(&h);
         let flooder = RawPlugin::connect(&h.socket, idle_methods()).await;
         flooder.register("flooder", "20").await.unwrap();
@@ -397,7 +400,15 @@ fn a_flood_of_update_requests_is_bounded() {
             }
         }
         eprintln!("FIGURE 500 concurrent UpdateContainers: {accepted} accepted, the rest refused");
-        assert_eq!(h.state.lock().unwrap().unsolicited.len(), accepted);
+        let s = h.state.lock().unwrap();
+        assert_eq!(s.unsolicited.len(), accepted);
+        assert!(
+            s.most_updates_running <= 4,
+            "{} updates of one plugin ran at once",
+            s.most_updates_running
+        );
+        assert!(accepted < 500, "none refused: the bound was never reached");
+        drop(s);
         good_plugin_still_adjusts(&h, "c1").await;
         flooder.mux.close();
         drop(flooder);
