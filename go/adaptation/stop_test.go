@@ -1,0 +1,82 @@
+package adaptation_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/adaptation/builtin"
+	"github.com/containerd/nri/pkg/api"
+	"github.com/stretchr/testify/require"
+
+	nri "github.com/nri-rs/nri-rs/go/adaptation"
+)
+
+// coreThreads counts this process's threads of the core's runtime: they
+// carry its name.
+func coreThreads(t *testing.T) int {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	require.NoError(t, err)
+	n := 0
+	for _, task := range tasks {
+		comm, err := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "comm"))
+		if err == nil && strings.TrimSpace(string(comm)) == "nri-adaptation" {
+			n++
+		}
+	}
+	return n
+}
+
+func openFds(t *testing.T) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(fds)
+}
+
+// Stop ends the core's runtime thread and its blocking pool and closes
+// every fd the core opened (its listener, its runtime's epoll and eventfd),
+// as upstream's Stop leaves nothing behind; Start begins again.
+func TestStopLeavesNoThreadOrFdOfTheCore(t *testing.T) {
+	tagger := &builtin.BuiltinPlugin{Base: "tagger", Index: "10", Handlers: builtin.BuiltinHandlers{
+		CreateContainer: func(context.Context, *api.CreateContainerRequest) (*api.CreateContainerResponse, error) {
+			return &api.CreateContainerResponse{}, nil
+		},
+	}}
+	dir, err := os.MkdirTemp("", "nri-rs-stop-")
+	require.NoError(t, err)
+	defer os.RemoveAll(dir)
+	cycle := func(r *nri.Adaptation) {
+		require.NoError(t, r.Start())
+		for i := 0; i < 5; i++ {
+			_, err := r.CreateContainer(context.Background(), createReq("c"))
+			require.NoError(t, err)
+		}
+		r.Stop()
+	}
+	newWithSocket := func() *nri.Adaptation {
+		r, err := nri.New("stop", "0", noSync, noUpdate,
+			nri.WithPluginPath(filepath.Join(dir, "plugins")),
+			nri.WithSocketPath(filepath.Join(dir, "nri.sock")),
+			nri.WithBuiltinPlugins(tagger))
+		require.NoError(t, err)
+		return r
+	}
+	// A first cycle lets Go open what it keeps for itself (its poller).
+	cycle(newWithSocket())
+	fds := openFds(t)
+
+	r := newWithSocket()
+	require.Positive(t, coreThreads(t), "the core runs a thread once created")
+	for round := 0; round < 2; round++ {
+		cycle(r)
+		// A thread that has been joined may linger in /proc for a moment.
+		require.Eventually(t, func() bool { return coreThreads(t) == 0 }, time.Second, time.Millisecond,
+			"threads of the core left after Stop (round %d)", round)
+		require.LessOrEqual(t, openFds(t), fds, "fds left after Stop (round %d)", round)
+	}
+}
