@@ -104,6 +104,8 @@ type Adaptation struct {
 	// Timeouts of this adaptation, if set by its options (0: process-wide).
 	registrationTimeout time.Duration
 	requestTimeout      time.Duration
+	// The budget of each whole event (WithEventTimeout; 0: none).
+	eventTimeout time.Duration
 
 	core *C.nri_adaptation
 }
@@ -292,7 +294,10 @@ func (r *Adaptation) createCore() error {
 			if err := check(C.nri_options_set_registration_timeout(opts, C.uint64_t(r.registrationTimeout.Milliseconds()), &cerr)); err != nil {
 				return err
 			}
-			return check(C.nri_options_set_request_timeout(opts, C.uint64_t(r.requestTimeout.Milliseconds()), &cerr))
+			if err := check(C.nri_options_set_request_timeout(opts, C.uint64_t(r.requestTimeout.Milliseconds()), &cerr)); err != nil {
+				return err
+			}
+			return check(C.nri_options_set_event_timeout(opts, C.uint64_t(r.eventTimeout.Milliseconds()), &cerr))
 		},
 		func() error {
 			if r.validator == nil {

@@ -117,6 +117,38 @@ static void request_timeout_fails_slow_plugins(void **state)
     pb_free(&req);
 }
 
+/* Two builtin plugins of 400 ms each against a 600 ms event budget: the
+ * event fails at the budget, and neither plugin is dropped for it. */
+static void slow_run_pod(void *ud, nri_builtin_op op, const uint8_t *req, size_t len,
+                         nri_reply *reply)
+{
+    (void)ud, (void)req, (void)len, (void)reply;
+    if (op == NRI_BUILTIN_OP_RUN_POD_SANDBOX)
+        sleep_ms(400);
+}
+
+static void event_timeout_bounds_whole_events(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    nri_builtin_plugin a = { "slow-a", "10", 0, slow_run_pod, NULL, NULL };
+    nri_builtin_plugin b = { "slow-b", "20", 0, slow_run_pod, NULL, NULL };
+    assert_fails(nri_options_set_event_timeout(NULL, 1, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "options");
+    assert_ok(nri_options_set_event_timeout(f->opts, 600, &err), &err);
+    assert_ok(nri_options_add_builtin_plugin(f->opts, &a, &err), &err);
+    assert_ok(nri_options_add_builtin_plugin(f->opts, &b, &err), &err);
+    fixture_new(f);
+    assert_ok(nri_adaptation_start(f->a, &err), &err);
+    pb req = { 0 };
+    msg_pod_request(&req, "pod0");
+    for (int i = 0; i < 2; i++)
+        assert_fails(nri_adaptation_run_pod_sandbox(f->a, req.data, req.len, &err), &err,
+                     NRI_STATUS_PLUGIN_FAILED,
+                     "RunPodSandbox exceeded the NRI event time budget of 600ms");
+    pb_free(&req);
+}
+
 static int is_socket(const char *path)
 {
     struct stat st;
@@ -236,6 +268,7 @@ int main(void)
         FIXTURE_TEST(per_adaptation_timeouts_win),
         FIXTURE_TEST(zero_keeps_the_process_wide_timeouts),
         FIXTURE_TEST(request_timeout_fails_slow_plugins),
+        FIXTURE_TEST(event_timeout_bounds_whole_events),
         FIXTURE_TEST(socket_path_is_where_plugins_connect),
         FIXTURE_TEST(disabled_external_connections_create_no_socket),
         FIXTURE_TEST(plugin_path_is_scanned),

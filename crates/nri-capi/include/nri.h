@@ -920,6 +920,20 @@ nri_status nri_options_set_request_timeout(struct nri_options *opts,
                                            struct nri_error **err);
 
 /**
+ * A time budget for each whole event, in milliseconds (0: none, the
+ * default, as upstream). Each plugin call then waits at most what is left
+ * of the budget; when it runs out the event fails with
+ * `NRI_STATUS_PLUGIN_FAILED` ("... exceeded the NRI event time budget
+ * of ...") and no plugin is dropped for it. Not upstream's.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `err` is NULL or writable.
+ */
+nri_status nri_options_set_event_timeout(struct nri_options *opts,
+                                         uint64_t millis,
+                                         struct nri_error **err);
+
+/**
  * Enables the builtin default validator with this configuration
  * (`WithDefaultValidator`), given as YAML or JSON with upstream's keys
  * (`enable`, `rejectOCIHookAdjustment`, `requiredPlugins`,

@@ -85,6 +85,7 @@ impl From<Error> for Failure {
             Error::Plugin { .. }
             | Error::Builtin { .. }
             | Error::Timeout { .. }
+            | Error::EventTimeout { .. }
             | Error::Transport { .. } => nri_status::PluginFailed,
             Error::Merge(_) => nri_status::Conflict,
             Error::Rejected { .. } | Error::ValidatorFailed { .. } => nri_status::Rejected,

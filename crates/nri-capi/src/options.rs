@@ -203,6 +203,25 @@ pub unsafe extern "C" fn nri_options_set_request_timeout(
     unsafe { set_timeout(opts, millis, err, Options::request_timeout) }
 }
 
+/// A time budget for each whole event, in milliseconds (0: none, the
+/// default, as upstream). Each plugin call then waits at most what is left
+/// of the budget; when it runs out the event fails with
+/// `NRI_STATUS_PLUGIN_FAILED` ("... exceeded the NRI event time budget
+/// of ...") and no plugin is dropped for it. Not upstream's.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_event_timeout(
+    opts: *mut nri_options,
+    millis: u64,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: nri_options_set_event_timeout's contract: `opts` comes from
+    // nri_options_new, `err` is NULL or writable.
+    unsafe { set_timeout(opts, millis, err, Options::event_timeout) }
+}
+
 /// Sets a per-adaptation timeout; 0 leaves the process-wide one in force.
 ///
 /// # Safety

@@ -71,6 +71,7 @@ impl Adaptation {
             deprecation: opts.deprecation,
             registration_timeout: opts.registration_timeout,
             request_timeout: opts.request_timeout,
+            event_timeout: opts.event_timeout,
             handle: RwLock::new(Some(handle)),
             epoch: tokio::sync::watch::Sender::new(0),
             accepting: AtomicBool::new(false),

@@ -43,6 +43,10 @@ pub enum Error {
         op: &'static str,
         timeout: Duration,
     },
+    /// The event's time budget ([`Options::event_timeout`](crate::Options::event_timeout))
+    /// ran out before or during a plugin's call; no plugin is dropped for it.
+    #[error("{op} exceeded the NRI event time budget of {budget:?}")]
+    EventTimeout { op: &'static str, budget: Duration },
     /// The connection to a plugin failed or the plugin broke the protocol.
     #[error("plugin {plugin}: {op} failed: {reason}")]
     Transport {

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::budget::EventBudget;
 use super::call::Call;
 use super::plugin::Plugin;
 use super::result::{CreateResult, StopResult, UpdateResult};
@@ -22,8 +23,9 @@ impl Drop for PruneOnExit<'_> {
 pub(crate) async fn relay_all<C: Call>(core: Arc<Core>, req: C) -> Result<(), Error> {
     let _serialized = core.serialize_event().await?;
     let _prune = PruneOnExit(&core);
+    let budget = EventBudget::start(&core);
     for p in core.snapshot() {
-        p.relay(&req).await?;
+        p.relay(&req, budget).await?;
     }
     Ok(())
 }
@@ -34,6 +36,7 @@ pub(crate) async fn create_container(
 ) -> Result<CreateContainerResponse, Error> {
     let _serialized = core.serialize_event().await?;
     let _prune = PruneOnExit(&core);
+    let budget = EventBudget::start(&core);
     let plugins = core.snapshot();
     let validators: Vec<Arc<Plugin>> = plugins
         .iter()
@@ -49,7 +52,7 @@ pub(crate) async fn create_container(
         ..Default::default()
     });
     for p in &plugins {
-        let Some(rpl) = p.relay(&req).await? else {
+        let Some(rpl) = p.relay(&req, budget).await? else {
             continue;
         };
         core.metrics.record_plugin_adjustments(
@@ -88,7 +91,8 @@ pub(crate) async fn create_container(
     let validate = &validate;
     // Validators run concurrently; the first failure in plugin order wins.
     // One that is gone by now is skipped (`Plugin::validate`), as upstream.
-    let verdicts = futures::future::join_all(validators.iter().map(|v| v.validate(validate))).await;
+    let verdicts =
+        futures::future::join_all(validators.iter().map(|v| v.validate(validate, budget))).await;
     verdicts.into_iter().collect::<Result<Vec<()>, Error>>()?;
     Ok(result.into_response())
 }
@@ -99,9 +103,10 @@ pub(crate) async fn update_container(
 ) -> Result<UpdateContainerResponse, Error> {
     let _serialized = core.serialize_event().await?;
     let _prune = PruneOnExit(&core);
+    let budget = EventBudget::start(&core);
     let mut result = UpdateResult::new(&mut req);
     for p in core.snapshot() {
-        let Some(rpl) = p.relay(&req).await? else {
+        let Some(rpl) = p.relay(&req, budget).await? else {
             continue;
         };
         core.metrics.record_plugin_adjustments(
@@ -124,9 +129,10 @@ pub(crate) async fn stop_container(
 ) -> Result<StopContainerResponse, Error> {
     let _serialized = core.serialize_event().await?;
     let _prune = PruneOnExit(&core);
+    let budget = EventBudget::start(&core);
     let mut result = StopResult::new();
     for p in core.snapshot() {
-        let Some(rpl) = p.relay(&req).await? else {
+        let Some(rpl) = p.relay(&req, budget).await? else {
             continue;
         };
         core.metrics.record_plugin_adjustments(

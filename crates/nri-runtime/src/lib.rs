@@ -39,6 +39,7 @@ pub use nri_validator as validator;
 
 mod activate;
 mod adaptation;
+mod budget;
 mod builtin;
 mod call;
 mod callbacks;

@@ -48,6 +48,7 @@ pub struct Options {
     pub(crate) deprecation: Option<Arc<dyn DeprecationRecorder>>,
     pub(crate) registration_timeout: Option<Duration>,
     pub(crate) request_timeout: Option<Duration>,
+    pub(crate) event_timeout: Option<Duration>,
     pub(crate) max_pending_connections: usize,
     pub(crate) runtime: Option<tokio::runtime::Handle>,
     pub(crate) nri_version: Option<String>,
@@ -65,6 +66,7 @@ impl Default for Options {
             deprecation: None,
             registration_timeout: None,
             request_timeout: None,
+            event_timeout: None,
             max_pending_connections: 1024,
             runtime: None,
             nri_version: None,
@@ -124,6 +126,17 @@ impl Options {
     /// This adaptation's request timeout, instead of the process-wide one.
     pub fn request_timeout(mut self, t: Duration) -> Self {
         self.request_timeout = Some(t);
+        self
+    }
+    /// A time budget for each whole event: every plugin call gets the
+    /// request timeout or what is left of the budget, whichever is less.
+    /// When the budget runs out the event fails with
+    /// [`Error::EventTimeout`](crate::Error::EventTimeout) and no plugin is
+    /// dropped for it. Off by default, as upstream has none: K plugins that
+    /// each answer just within the request timeout then make an event K
+    /// timeouts long. Not upstream's: a runtime opts in.
+    pub fn event_timeout(mut self, t: Duration) -> Self {
+        self.event_timeout = Some(t);
         self
     }
     /// Most external connections in the registration handshake at once;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
+use super::budget::EventBudget;
 use super::builtin::BuiltinHandlers;
 use super::call::Call;
 use super::child::Child;
@@ -215,12 +216,16 @@ impl Plugin {
     /// Relays one event request. `Ok(None)`: the plugin is not subscribed,
     /// already closed, or was dropped for a transport failure or timeout
     /// (the event goes on without it). `Err`: the plugin failed the request.
-    pub(crate) async fn relay<C: Call>(&self, req: &C) -> Result<Option<C::Reply>, Error> {
+    pub(crate) async fn relay<C: Call>(
+        &self,
+        req: &C,
+        budget: EventBudget,
+    ) -> Result<Option<C::Reply>, Error> {
         if self.is_closed() || !self.events().is_set(C::EVENT) {
             return Ok(None);
         }
         let op = C::EVENT.pretty_name();
-        match self.measured(op, self.invoke(req)).await {
+        match self.measured(op, self.invoke(req, budget)).await {
             Ok(rpl) => Ok(Some(rpl)),
             Err(e) if self.drop_on(op, &e) => Ok(None),
             Err(e) => Err(e),
@@ -257,9 +262,26 @@ impl Plugin {
         true
     }
 
-    async fn invoke<C: Call>(&self, req: &C) -> Result<C::Reply, Error> {
+    async fn invoke<C: Call>(&self, req: &C, budget: EventBudget) -> Result<C::Reply, Error> {
         let op = C::EVENT.pretty_name();
-        let timeout = self.core.request_timeout();
+        let request_timeout = self.core.request_timeout();
+        let call = budget.call(request_timeout, op)?;
+        self.invoke_within(req, call.timeout, request_timeout)
+            .await
+            .map_err(|e| budget.blame(call, e))
+    }
+
+    /// Sends `req`, waiting at most `timeout`. The plugin is told `wire`,
+    /// the request timeout, whatever an event budget cut `timeout` to, so
+    /// that ttrpc's own deadline, which would count as the plugin's failure,
+    /// never fires before ours.
+    async fn invoke_within<C: Call>(
+        &self,
+        req: &C,
+        timeout: Duration,
+        wire: Duration,
+    ) -> Result<C::Reply, Error> {
+        let op = C::EVENT.pretty_name();
         let client = match &self.transport {
             Transport::Builtin(h) => {
                 return with_timeout(self, op, timeout, async {
@@ -273,12 +295,12 @@ impl Plugin {
         };
         if self.state_change.load(Ordering::Acquire) {
             if let Some(event) = req.state_change() {
-                return self.send_state_change(client, event, timeout).await;
+                return self.send_state_change(client, event, timeout, wire).await;
             }
         }
-        let deadline = tokio::time::Instant::now() + timeout;
+        let started = tokio::time::Instant::now();
         let res = with_timeout(self, op, timeout, async {
-            req.via_ttrpc(client, ttrpc::context::with_duration(timeout))
+            req.via_ttrpc(client, ttrpc::context::with_duration(wire))
                 .await
                 .map_err(|e| self.ttrpc_error(op, e))
         })
@@ -291,8 +313,9 @@ impl Plugin {
                 );
                 self.state_change.store(true, Ordering::Release);
                 // Both calls are one request: one deadline, as upstream's.
-                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                self.send_state_change(client, event, left).await
+                let spent = started.elapsed();
+                let (left, wire_left) = (timeout.saturating_sub(spent), wire.saturating_sub(spent));
+                self.send_state_change(client, event, left, wire_left).await
             }
             (res, _) => res,
         }
@@ -303,12 +326,13 @@ impl Plugin {
         client: &PluginClient,
         event: api::StateChangeEvent,
         timeout: Duration,
+        wire: Duration,
     ) -> Result<R, Error> {
         let kind = event.event.enum_value_or_default();
         let op = kind.pretty_name();
         with_timeout(self, op, timeout, async {
             client
-                .state_change(ttrpc::context::with_duration(timeout), &event)
+                .state_change(ttrpc::context::with_duration(wire), &event)
                 .await
                 .map_err(|e| self.ttrpc_error(op, e))
         })
@@ -351,12 +375,13 @@ impl Plugin {
     pub(crate) async fn validate(
         &self,
         req: &api::ValidateContainerAdjustmentRequest,
+        budget: EventBudget,
     ) -> Result<(), Error> {
         if self.is_closed() {
             return Ok(());
         }
         let op = Event::VALIDATE_CONTAINER_ADJUSTMENT.pretty_name();
-        match self.measured(op, self.invoke(req)).await {
+        match self.measured(op, self.invoke(req, budget)).await {
             Ok(rpl) if !rpl.reject => Ok(()),
             Ok(rpl) => Err(Error::Rejected {
                 plugin: self.name.clone(),

@@ -26,6 +26,7 @@ pub(crate) struct Core {
     pub(crate) deprecation: Option<Arc<dyn DeprecationRecorder>>,
     pub(crate) registration_timeout: Option<Duration>,
     pub(crate) request_timeout: Option<Duration>,
+    pub(crate) event_timeout: Option<Duration>,
     /// The runtime the adaptation's tasks run on; a new one after each
     /// start when the adaptation owns its runtime thread, and none while
     /// stopped then (a handle would keep the ended runtime's fds open).

@@ -9,6 +9,7 @@
 #[allow(dead_code)]
 #[path = "../adaptation/common.rs"]
 mod common;
+mod event_budget;
 #[allow(dead_code)]
 #[path = "../adaptation/goprocess.rs"]
 mod goprocess;

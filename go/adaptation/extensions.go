@@ -1,0 +1,28 @@
+//go:build cgo
+
+package adaptation
+
+import (
+	"fmt"
+	"time"
+)
+
+// The options below are nri-rs's own: upstream's adaptation has none of
+// them, so a runtime that uses one no longer builds against upstream's
+// package. Each is off unless set, leaving upstream's behaviour.
+
+// WithEventTimeout gives every event a time budget: each plugin call waits
+// at most what is left of it (or the request timeout, if that is less).
+// When the budget runs out the event fails with an error saying so
+// ("CreateContainer exceeded the NRI event time budget of 1s") and no
+// plugin is dropped for it. Without it, as upstream, K plugins that each
+// answer just within the request timeout make an event K timeouts long.
+func WithEventTimeout(budget time.Duration) Option {
+	return func(r *Adaptation) error {
+		if budget < time.Millisecond {
+			return fmt.Errorf("event timeout %v is below 1ms", budget)
+		}
+		r.eventTimeout = budget
+		return nil
+	}
+}
