@@ -4,6 +4,8 @@
  * directory is scanned; the default validator rejects. */
 #include "harness.h"
 
+#include <pthread.h>
+
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -149,6 +151,79 @@ static void event_timeout_bounds_whole_events(void **state)
     pb_free(&req);
 }
 
+/* The runtime gives up on an event through an nri_cancel, from another
+ * thread, while a builtin plugin still works on it: the call returns at
+ * once with Go's text for the reason. */
+typedef struct canceller {
+    nri_cancel *cancel;
+    int after_ms;
+} canceller;
+
+static void *cancel_later(void *arg)
+{
+    canceller *k = arg;
+    sleep_ms(k->after_ms);
+    nri_cancel_trigger(k->cancel, NRI_CANCEL_REASON_DEADLINE_EXCEEDED);
+    return NULL;
+}
+
+static long elapsed_ms(const struct timespec *since)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (now.tv_sec - since->tv_sec) * 1000 + (now.tv_nsec - since->tv_nsec) / 1000000;
+}
+
+static void a_cancelled_event_returns_at_once(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    nri_builtin_plugin slow = { "slow", "10", 0, slow_handler, NULL, NULL };
+    assert_ok(nri_options_add_builtin_plugin(f->opts, &slow, &err), &err);
+    fixture_new(f);
+    assert_ok(nri_adaptation_start(f->a, &err), &err);
+
+    nri_cancel *cancel = NULL;
+    assert_fails(nri_cancel_new(NULL, &err), &err, NRI_STATUS_INVALID_ARGUMENT, "out is NULL");
+    assert_ok(nri_cancel_new(&cancel, &err), &err);
+    canceller k = { cancel, 100 };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, cancel_later, &k), 0);
+    pb req = { 0 };
+    msg_pod_request(&req, "pod0");
+    struct timespec started;
+    clock_gettime(CLOCK_MONOTONIC, &started);
+    assert_fails(nri_adaptation_event(f->a, 1 /* RunPodSandbox */, cancel, req.data, req.len,
+                                      NULL, &err),
+                 &err, NRI_STATUS_CANCELED, "context deadline exceeded");
+    assert_true(elapsed_ms(&started) < 1000); /* the handler takes 1500 ms */
+    assert_int_equal(pthread_join(t, NULL), 0);
+    /* Later triggers change nothing; NULL is a no-op. */
+    nri_cancel_trigger(cancel, NRI_CANCEL_REASON_CANCELED);
+    nri_cancel_trigger(NULL, NRI_CANCEL_REASON_CANCELED);
+    assert_fails(nri_adaptation_event(f->a, 1, cancel, req.data, req.len, NULL, &err), &err,
+                 NRI_STATUS_CANCELED, "context deadline exceeded");
+    nri_cancel_free(cancel);
+    nri_cancel_free(NULL);
+    pb_free(&req);
+
+    /* Without a cancel, any event; one with a response writes it. */
+    pb creq = { 0 };
+    nri_buffer rsp = { 0 };
+    msg_container_request(&creq, "pod0", "ctr0", "ctr0");
+    assert_ok(nri_adaptation_event(f->a, 4 /* CreateContainer */, NULL, creq.data, creq.len,
+                                   &rsp, &err),
+              &err);
+    nri_buffer_free(&rsp);
+    assert_fails(nri_adaptation_event(f->a, 4, NULL, creq.data, creq.len, NULL, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "response is NULL");
+    assert_fails(nri_adaptation_event(f->a, 99, NULL, creq.data, creq.len, &rsp, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "unknown event 99");
+    assert_fails(nri_adaptation_event(NULL, 4, NULL, creq.data, creq.len, &rsp, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "adaptation is NULL");
+    pb_free(&creq);
+}
+
 static int is_socket(const char *path)
 {
     struct stat st;
@@ -269,6 +344,7 @@ int main(void)
         FIXTURE_TEST(zero_keeps_the_process_wide_timeouts),
         FIXTURE_TEST(request_timeout_fails_slow_plugins),
         FIXTURE_TEST(event_timeout_bounds_whole_events),
+        FIXTURE_TEST(a_cancelled_event_returns_at_once),
         FIXTURE_TEST(socket_path_is_where_plugins_connect),
         FIXTURE_TEST(disabled_external_connections_create_no_socket),
         FIXTURE_TEST(plugin_path_is_scanned),

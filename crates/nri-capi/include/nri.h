@@ -115,6 +115,12 @@ enum nri_status
    * check failed. The spec given is unchanged.
    */
   NRI_STATUS_SPEC_REFUSED = 11,
+  /**
+   * The caller gave up on the event through its `nri_cancel` (Go's
+   * "context canceled" or "context deadline exceeded"); no plugin is
+   * blamed or dropped for it.
+   */
+  NRI_STATUS_CANCELED = 12,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -123,6 +129,20 @@ typedef enum nri_status nri_status;
 typedef uint32_t nri_status;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
+
+/**
+ * Why an event was given up, as Go's context reports it.
+ */
+typedef enum nri_cancel_reason {
+  /**
+   * The runtime cancelled the call: "context canceled".
+   */
+  NRI_CANCEL_REASON_CANCELED = 1,
+  /**
+   * The call's deadline passed: "context deadline exceeded".
+   */
+  NRI_CANCEL_REASON_DEADLINE_EXCEEDED = 2,
+} nri_cancel_reason;
 
 /**
  * Severity of a log record.
@@ -207,6 +227,13 @@ typedef uint32_t nri_deprecation;
  * `nri_runtime::Adaptation`, which owns its own tokio runtime thread).
  */
 typedef struct nri_adaptation nri_adaptation;
+
+/**
+ * A cancellation signal for one event call. Triggering it is safe from any
+ * thread, at any time, any number of times (the first reason counts);
+ * freeing it must wait until the call it was given to has returned.
+ */
+typedef struct nri_cancel nri_cancel;
 
 /**
  * An error: a status and a message. Owned by the caller, released with
@@ -581,6 +608,33 @@ void nri_set_plugin_registration_timeout(uint64_t millis);
 void nri_set_plugin_request_timeout(uint64_t millis);
 
 /**
+ * Relays any of the 13 events, given by its NRI `Event` number (1
+ * RunPodSandbox ... 13 UpdatePodSandbox ... as `nri_adaptation_wants_event`
+ * takes it), and lets the caller give up on it through `cancel` (NULL: it
+ * cannot be cancelled): triggered while the event runs, the call returns
+ * `NRI_STATUS_CANCELED` with Go's text ("context canceled", "context
+ * deadline exceeded"), the event stops where it is (later plugins do not
+ * see it) and no plugin is blamed or dropped, as upstream treats a
+ * runtime's cancelled context. Events with a response (UpdatePodSandbox,
+ * CreateContainer, UpdateContainer, StopContainer) write it to `*rsp`,
+ * which must then be writable; for the others `rsp` is not used and may
+ * be NULL.
+ *
+ * # Safety
+ * `a` is a live handle; `cancel` is NULL or from `nri_cancel_new` and not
+ * freed before this returns; `req` holds `len` bytes of the encoded
+ * request (NULL if `len` is 0); `rsp` is NULL or writable; `err` is NULL
+ * or writable.
+ */
+nri_status nri_adaptation_event(const struct nri_adaptation *a,
+                                int32_t event,
+                                const struct nri_cancel *cancel,
+                                const uint8_t *req,
+                                size_t len,
+                                struct nri_buffer *rsp,
+                                struct nri_error **err);
+
+/**
  * Relays a `RunPodSandboxRequest` to the subscribed plugins.
  *
  * # Safety
@@ -789,6 +843,34 @@ nri_status nri_sync_cb_call(struct nri_sync_cb *cb,
                             size_t len,
                             struct nri_buffer *updates,
                             struct nri_error **err);
+
+/**
+ * Creates a cancellation signal, not yet triggered; `*out` receives it,
+ * released with `nri_cancel_free`.
+ *
+ * # Safety
+ * `out` is writable; `err` is NULL or writable.
+ */
+nri_status nri_cancel_new(struct nri_cancel **out, struct nri_error **err);
+
+/**
+ * Triggers the signal: the event call it was given to stops and returns
+ * `NRI_STATUS_CANCELED` with Go's text for `reason`. Later triggers do
+ * nothing. NULL is a no-op.
+ *
+ * # Safety
+ * `c` is NULL or from `nri_cancel_new`, not yet freed.
+ */
+void nri_cancel_trigger(const struct nri_cancel *c, enum nri_cancel_reason reason);
+
+/**
+ * Releases a cancellation signal; NULL is a no-op. Not while a call that
+ * was given it still runs.
+ *
+ * # Safety
+ * `c` is NULL or from `nri_cancel_new`, not yet freed, and no call uses it.
+ */
+void nri_cancel_free(struct nri_cancel *c);
 
 /**
  * The status of an error. `NRI_STATUS_INVALID_ARGUMENT` for NULL.

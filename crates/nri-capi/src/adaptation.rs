@@ -16,6 +16,7 @@ use protobuf::Message;
 
 use super::buffer::{decode_raw, encode, nri_buffer, str_arg};
 use super::callbacks::{nri_callbacks, FfiSync, FfiUpdate, UserData};
+use super::cancel::nri_cancel;
 use super::error::{boundary, boundary_void, nri_error, nri_status, Failure};
 use super::options::nri_options;
 use super::ptr::{arg_ref, Handle, OutSlot};
@@ -296,6 +297,103 @@ unsafe fn event_with_response<Req: Message, Rsp: Message>(
         rsp.write(encode(&r)?);
         Ok(())
     })
+}
+
+/// Relays any of the 13 events, given by its NRI `Event` number (1
+/// RunPodSandbox ... 13 UpdatePodSandbox ... as `nri_adaptation_wants_event`
+/// takes it), and lets the caller give up on it through `cancel` (NULL: it
+/// cannot be cancelled): triggered while the event runs, the call returns
+/// `NRI_STATUS_CANCELED` with Go's text ("context canceled", "context
+/// deadline exceeded"), the event stops where it is (later plugins do not
+/// see it) and no plugin is blamed or dropped, as upstream treats a
+/// runtime's cancelled context. Events with a response (UpdatePodSandbox,
+/// CreateContainer, UpdateContainer, StopContainer) write it to `*rsp`,
+/// which must then be writable; for the others `rsp` is not used and may
+/// be NULL.
+///
+/// # Safety
+/// `a` is a live handle; `cancel` is NULL or from `nri_cancel_new` and not
+/// freed before this returns; `req` holds `len` bytes of the encoded
+/// request (NULL if `len` is 0); `rsp` is NULL or writable; `err` is NULL
+/// or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_event(
+    a: *const nri_adaptation,
+    event: i32,
+    cancel: *const nri_cancel,
+    req: *const u8,
+    len: usize,
+    rsp: *mut nri_buffer,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    boundary(err, || {
+        // SAFETY: nri_adaptation_event's contract: `a` is a live handle.
+        let a = unsafe { nri_adaptation::arg(a) }?;
+        // SAFETY: nri_adaptation_event's contract: `cancel` is NULL or live
+        // until this returns.
+        let cancel = unsafe { nri_cancel::get(cancel) };
+        let event = <Event as protobuf::Enum>::from_i32(event)
+            .filter(|e| EventMask::VALID.is_set(*e) && *e != Event::VALIDATE_CONTAINER_ADJUSTMENT)
+            .ok_or_else(|| Failure::invalid(format!("unknown event {event}")))?;
+        let out = if has_response(event) {
+            // SAFETY: nri_adaptation_event's contract: `rsp` is NULL or
+            // writable.
+            Some(unsafe { OutSlot::new("response", rsp) }?)
+        } else {
+            None
+        };
+        // SAFETY: nri_adaptation_event's contract: `req` holds `len` bytes.
+        let req = unsafe { super::buffer::bytes("request", req, len) }?;
+        let relayed = relay(&a.inner, event, req);
+        let reply = match cancel {
+            None => block_on(relayed)?,
+            Some(c) => {
+                let (relayed, triggered) = (std::pin::pin!(relayed), std::pin::pin!(c.triggered()));
+                match block_on(futures::future::select(relayed, triggered)) {
+                    futures::future::Either::Left((reply, _)) => reply?,
+                    futures::future::Either::Right((reason, _)) => return Err(reason.failure()),
+                }
+            }
+        };
+        if let (Some(out), Some(reply)) = (out, reply) {
+            out.write(reply);
+        }
+        Ok(())
+    })
+}
+
+fn has_response(event: Event) -> bool {
+    matches!(
+        event,
+        Event::UPDATE_POD_SANDBOX
+            | Event::CREATE_CONTAINER
+            | Event::UPDATE_CONTAINER
+            | Event::STOP_CONTAINER
+    )
+}
+
+/// Decodes the request of `event`, relays it, and encodes the response of
+/// an event that has one. Dropping the future gives the event up.
+async fn relay(a: &Adaptation, event: Event, req: &[u8]) -> Result<Option<nri_buffer>, Failure> {
+    use super::buffer::decode;
+    let done = |r: Result<(), Error>| r.map(|()| None).map_err(Failure::from);
+    let answered = |r: Result<nri_buffer, Failure>| r.map(Some);
+    match event {
+        Event::RUN_POD_SANDBOX => done(a.run_pod_sandbox(decode(req)?).await),
+        Event::UPDATE_POD_SANDBOX => answered(encode(&a.update_pod_sandbox(decode(req)?).await?)),
+        Event::POST_UPDATE_POD_SANDBOX => done(a.post_update_pod_sandbox(decode(req)?).await),
+        Event::STOP_POD_SANDBOX => done(a.stop_pod_sandbox(decode(req)?).await),
+        Event::REMOVE_POD_SANDBOX => done(a.remove_pod_sandbox(decode(req)?).await),
+        Event::CREATE_CONTAINER => answered(encode(&a.create_container(decode(req)?).await?)),
+        Event::POST_CREATE_CONTAINER => done(a.post_create_container(decode(req)?).await),
+        Event::START_CONTAINER => done(a.start_container(decode(req)?).await),
+        Event::POST_START_CONTAINER => done(a.post_start_container(decode(req)?).await),
+        Event::UPDATE_CONTAINER => answered(encode(&a.update_container(decode(req)?).await?)),
+        Event::POST_UPDATE_CONTAINER => done(a.post_update_container(decode(req)?).await),
+        Event::STOP_CONTAINER => answered(encode(&a.stop_container(decode(req)?).await?)),
+        Event::REMOVE_CONTAINER => done(a.remove_container(decode(req)?).await),
+        other => Err(Failure::invalid(format!("unknown event {}", other as i32))),
+    }
 }
 
 // One export per event, written out (cbindgen does not expand macros).

@@ -45,6 +45,10 @@ pub enum nri_status {
     /// spec cannot hold, an unknown namespace, a mount whose propagation
     /// check failed. The spec given is unchanged.
     SpecRefused = 11,
+    /// The caller gave up on the event through its `nri_cancel` (Go's
+    /// "context canceled" or "context deadline exceeded"); no plugin is
+    /// blamed or dropped for it.
+    Canceled = 12,
 }
 
 /// An error: a status and a message. Owned by the caller, released with

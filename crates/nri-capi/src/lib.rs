@@ -27,6 +27,7 @@ mod adaptation;
 mod buffer;
 mod builtin;
 mod callbacks;
+mod cancel;
 mod error;
 mod log;
 mod metrics;
@@ -38,6 +39,7 @@ pub use self::adaptation::*;
 pub use self::buffer::{nri_buffer, nri_buffer_free};
 pub use self::builtin::*;
 pub use self::callbacks::*;
+pub use self::cancel::*;
 pub use self::error::{
     nri_error, nri_error_free, nri_error_message, nri_error_status, nri_status, nri_status_name,
 };

@@ -96,7 +96,9 @@ impl Adaptation {
         })
     }
 
-    /// Runs `f` on the adaptation's runtime and waits for it.
+    /// Runs `f` on the adaptation's runtime and waits for it. Dropping the
+    /// returned future ends `f` too: that is how a runtime cancels an event
+    /// (upstream: its context), and no plugin is blamed for it.
     async fn on_core<T, F>(&self, f: F) -> Result<T, Error>
     where
         T: Send + 'static,
@@ -105,7 +107,9 @@ impl Adaptation {
         let Some(handle) = self.core.handle() else {
             return Err(Error::NotRunning);
         };
-        match handle.spawn(f).await {
+        let task = handle.spawn(f);
+        let _cancel_on_drop = AbortOnDrop(task.abort_handle());
+        match task.await {
             Ok(res) => res,
             Err(e) if e.is_panic() => Err(Error::Start(format!(
                 "NRI adaptation task panicked: {}",
@@ -334,6 +338,15 @@ impl Adaptation {
 impl Drop for Adaptation {
     fn drop(&mut self) {
         self.shut_down();
+    }
+}
+
+/// Aborts a task when dropped (a finished task ignores it).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

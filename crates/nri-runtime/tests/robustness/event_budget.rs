@@ -85,3 +85,46 @@ fn an_event_budget_bounds_the_event_and_drops_no_plugin() {
         slow.iter().for_each(|p| p.stop());
     })
 }
+
+/// A runtime gives up on an event (upstream: its context ends) by dropping
+/// the call: the event stops there, later plugins never see it, and the
+/// plugin it was waiting for is not blamed.
+#[test]
+fn dropping_an_event_cancels_it_and_blames_no_plugin() {
+    serial(async {
+        let h = Harness::start().await;
+        h.nri.start().await.unwrap();
+        let mut slow = TestPlugin::adjusting(|_| Ok((Default::default(), vec![])));
+        slow.delay = Some(EACH);
+        let slow = h.connect("slow", "10", slow);
+        let later = TestPlugin::adjusting(|_| Ok((Default::default(), vec![])));
+        let seen = std::sync::Arc::clone(&later.log);
+        let later = h.connect("later", "20", later);
+        h.wait_plugins(2).await;
+
+        let gave_up = tokio::time::timeout(
+            EACH / 4,
+            h.nri.create_container(create_req("pod", "abandoned")),
+        )
+        .await;
+        assert!(
+            gave_up.is_err(),
+            "the event finished before the runtime gave up"
+        );
+        // Had the event gone on, the later plugin would see it by now.
+        tokio::time::sleep(EACH + EACH / 2).await;
+        let log = seen.lock().unwrap().clone();
+        assert!(
+            !log.iter().any(|l| l.contains("abandoned")),
+            "the cancelled event went on: {log:?}"
+        );
+        assert_eq!(h.nri.plugins(), ["10-slow", "20-later"]);
+        h.nri
+            .create_container(create_req("pod", "next"))
+            .await
+            .expect("the next event reaches both");
+        assert!(seen.lock().unwrap().iter().any(|l| l.contains("next")));
+        slow.stop();
+        later.stop();
+    })
+}
