@@ -440,7 +440,7 @@ var (
 )
 
 // event relays req through the core, unless no plugin wants event ev.
-func (r *Adaptation) event(ev api.Event, req proto.Message, call cEvent) error {
+func (r *Adaptation) event(ctx context.Context, ev api.Event, req proto.Message, call cEvent) error {
 	if r.skips(ev) {
 		return nil
 	}
@@ -448,6 +448,9 @@ func (r *Adaptation) event(ev api.Event, req proto.Message, call cEvent) error {
 	defer releaseBuffer(bp)
 	if err != nil {
 		return err
+	}
+	if ctx.Done() != nil {
+		return r.relayCancelable(ctx, ev, *bp, nil)
 	}
 	return r.relay(*bp, call)
 }
@@ -467,12 +470,65 @@ func (r *Adaptation) relay(data []byte, call cEvent) error {
 // eventWithResponse relays req through the core and decodes its response
 // into rsp; if no plugin wants event ev, rsp is the core's answer to an
 // event no plugin saw.
-func (r *Adaptation) eventWithResponse(ev api.Event, req, rsp proto.Message, call cEventWithResponse) error {
+func (r *Adaptation) eventWithResponse(ctx context.Context, ev api.Event, req, rsp proto.Message, call cEventWithResponse) error {
 	if r.skips(ev) {
 		answerSkipped(rsp)
 		return nil
 	}
-	return r.coreEventWithResponse(req, rsp, call)
+	if ctx.Done() == nil {
+		return r.coreEventWithResponse(req, rsp, call)
+	}
+	bp, err := marshal(req)
+	defer releaseBuffer(bp)
+	if err != nil {
+		return err
+	}
+	var buf C.nri_buffer
+	if err := r.relayCancelable(ctx, ev, *bp, &buf); err != nil {
+		return err
+	}
+	return takeMessage(&buf, rsp)
+}
+
+// relayCancelable hands an encoded request to the core as relay does, and
+// gives the event up when ctx ends first, as upstream does with the
+// runtime's context: the error is then ctx's own, and no plugin is blamed.
+// rsp is nil for events without a response.
+func (r *Adaptation) relayCancelable(ctx context.Context, ev api.Event, data []byte, rsp *C.nri_buffer) error {
+	var (
+		cancel *C.nri_cancel
+		cerr   *C.nri_error
+	)
+	if err := takeError(C.nri_cancel_new(&cancel, &cerr), cerr); err != nil {
+		return err
+	}
+	defer C.nri_cancel_free(cancel)
+	returned, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-ctx.Done():
+			reason := C.nri_cancel_reason(C.NRI_CANCEL_REASON_CANCELED)
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				reason = C.NRI_CANCEL_REASON_DEADLINE_EXCEEDED
+			}
+			C.nri_cancel_trigger(cancel, reason)
+		case <-returned:
+		}
+	}()
+	p, n := bytesArg(data)
+	raceIOSync()
+	err := takeError(C.nri_adaptation_event(r.core, C.int32_t(ev), cancel, p, n, rsp, &cerr), cerr)
+	raceIOSync()
+	close(returned)
+	<-watched // nri_cancel_free must not race with the trigger
+	runtime.KeepAlive(data)
+	runtime.KeepAlive(r)
+	var e *nriError
+	if errors.As(err, &e) && e.status == C.NRI_STATUS_CANCELED && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // coreEventWithResponse relays req through the core and decodes its
@@ -506,15 +562,15 @@ func (r *Adaptation) relayWithResponse(data []byte, rsp proto.Message, call cEve
 }
 
 // RunPodSandbox tells the subscribed plugins that a pod sandbox is being started.
-func (r *Adaptation) RunPodSandbox(_ context.Context, req *RunPodSandboxRequest) error {
-	return r.event(api.Event_RUN_POD_SANDBOX, req, cRunPodSandbox)
+func (r *Adaptation) RunPodSandbox(ctx context.Context, req *RunPodSandboxRequest) error {
+	return r.event(ctx, api.Event_RUN_POD_SANDBOX, req, cRunPodSandbox)
 }
 
 // UpdatePodSandbox tells the subscribed plugins about a pod sandbox's new
 // resources; the response it returns has no fields.
-func (r *Adaptation) UpdatePodSandbox(_ context.Context, req *UpdatePodSandboxRequest) (*UpdatePodSandboxResponse, error) {
+func (r *Adaptation) UpdatePodSandbox(ctx context.Context, req *UpdatePodSandboxRequest) (*UpdatePodSandboxResponse, error) {
 	rsp := &UpdatePodSandboxResponse{}
-	err := r.eventWithResponse(api.Event_UPDATE_POD_SANDBOX, req, rsp, cUpdatePodSandbox)
+	err := r.eventWithResponse(ctx, api.Event_UPDATE_POD_SANDBOX, req, rsp, cUpdatePodSandbox)
 	if err != nil {
 		return nil, err
 	}
@@ -522,26 +578,26 @@ func (r *Adaptation) UpdatePodSandbox(_ context.Context, req *UpdatePodSandboxRe
 }
 
 // PostUpdatePodSandbox tells the subscribed plugins that a pod sandbox was updated.
-func (r *Adaptation) PostUpdatePodSandbox(_ context.Context, req *PostUpdatePodSandboxRequest) error {
-	return r.event(api.Event_POST_UPDATE_POD_SANDBOX, req, cPostUpdatePodSandbox)
+func (r *Adaptation) PostUpdatePodSandbox(ctx context.Context, req *PostUpdatePodSandboxRequest) error {
+	return r.event(ctx, api.Event_POST_UPDATE_POD_SANDBOX, req, cPostUpdatePodSandbox)
 }
 
 // StopPodSandbox tells the subscribed plugins that a pod sandbox is stopping.
-func (r *Adaptation) StopPodSandbox(_ context.Context, req *StopPodSandboxRequest) error {
-	return r.event(api.Event_STOP_POD_SANDBOX, req, cStopPodSandbox)
+func (r *Adaptation) StopPodSandbox(ctx context.Context, req *StopPodSandboxRequest) error {
+	return r.event(ctx, api.Event_STOP_POD_SANDBOX, req, cStopPodSandbox)
 }
 
 // RemovePodSandbox tells the subscribed plugins that a pod sandbox is being removed.
-func (r *Adaptation) RemovePodSandbox(_ context.Context, req *RemovePodSandboxRequest) error {
-	return r.event(api.Event_REMOVE_POD_SANDBOX, req, cRemovePodSandbox)
+func (r *Adaptation) RemovePodSandbox(ctx context.Context, req *RemovePodSandboxRequest) error {
+	return r.event(ctx, api.Event_REMOVE_POD_SANDBOX, req, cRemovePodSandbox)
 }
 
 // CreateContainer asks the subscribed plugins for their changes to a container
 // being created and returns their merged adjustment and updates of other
 // containers, once any validators have accepted them.
-func (r *Adaptation) CreateContainer(_ context.Context, req *CreateContainerRequest) (*CreateContainerResponse, error) {
+func (r *Adaptation) CreateContainer(ctx context.Context, req *CreateContainerRequest) (*CreateContainerResponse, error) {
 	rsp := &CreateContainerResponse{}
-	err := r.eventWithResponse(api.Event_CREATE_CONTAINER, req, rsp, cCreateContainer)
+	err := r.eventWithResponse(ctx, api.Event_CREATE_CONTAINER, req, rsp, cCreateContainer)
 	if err != nil {
 		return nil, err
 	}
@@ -549,25 +605,25 @@ func (r *Adaptation) CreateContainer(_ context.Context, req *CreateContainerRequ
 }
 
 // PostCreateContainer tells the subscribed plugins that a container was created.
-func (r *Adaptation) PostCreateContainer(_ context.Context, req *PostCreateContainerRequest) error {
-	return r.event(api.Event_POST_CREATE_CONTAINER, req, cPostCreateContainer)
+func (r *Adaptation) PostCreateContainer(ctx context.Context, req *PostCreateContainerRequest) error {
+	return r.event(ctx, api.Event_POST_CREATE_CONTAINER, req, cPostCreateContainer)
 }
 
 // StartContainer tells the subscribed plugins that a container is starting.
-func (r *Adaptation) StartContainer(_ context.Context, req *StartContainerRequest) error {
-	return r.event(api.Event_START_CONTAINER, req, cStartContainer)
+func (r *Adaptation) StartContainer(ctx context.Context, req *StartContainerRequest) error {
+	return r.event(ctx, api.Event_START_CONTAINER, req, cStartContainer)
 }
 
 // PostStartContainer tells the subscribed plugins that a container has started.
-func (r *Adaptation) PostStartContainer(_ context.Context, req *PostStartContainerRequest) error {
-	return r.event(api.Event_POST_START_CONTAINER, req, cPostStartContainer)
+func (r *Adaptation) PostStartContainer(ctx context.Context, req *PostStartContainerRequest) error {
+	return r.event(ctx, api.Event_POST_START_CONTAINER, req, cPostStartContainer)
 }
 
 // UpdateContainer passes a container's resource update to the subscribed
 // plugins and returns the updates they ask for.
-func (r *Adaptation) UpdateContainer(_ context.Context, req *UpdateContainerRequest) (*UpdateContainerResponse, error) {
+func (r *Adaptation) UpdateContainer(ctx context.Context, req *UpdateContainerRequest) (*UpdateContainerResponse, error) {
 	rsp := &UpdateContainerResponse{}
-	err := r.eventWithResponse(api.Event_UPDATE_CONTAINER, req, rsp, cUpdateContainer)
+	err := r.eventWithResponse(ctx, api.Event_UPDATE_CONTAINER, req, rsp, cUpdateContainer)
 	if err != nil {
 		return nil, err
 	}
@@ -575,15 +631,15 @@ func (r *Adaptation) UpdateContainer(_ context.Context, req *UpdateContainerRequ
 }
 
 // PostUpdateContainer tells the subscribed plugins that a container was updated.
-func (r *Adaptation) PostUpdateContainer(_ context.Context, req *PostUpdateContainerRequest) error {
-	return r.event(api.Event_POST_UPDATE_CONTAINER, req, cPostUpdateContainer)
+func (r *Adaptation) PostUpdateContainer(ctx context.Context, req *PostUpdateContainerRequest) error {
+	return r.event(ctx, api.Event_POST_UPDATE_CONTAINER, req, cPostUpdateContainer)
 }
 
 // StopContainer tells the subscribed plugins that a container is stopping and
 // returns the updates of other containers they ask for.
-func (r *Adaptation) StopContainer(_ context.Context, req *StopContainerRequest) (*StopContainerResponse, error) {
+func (r *Adaptation) StopContainer(ctx context.Context, req *StopContainerRequest) (*StopContainerResponse, error) {
 	rsp := &StopContainerResponse{}
-	err := r.eventWithResponse(api.Event_STOP_CONTAINER, req, rsp, cStopContainer)
+	err := r.eventWithResponse(ctx, api.Event_STOP_CONTAINER, req, rsp, cStopContainer)
 	if err != nil {
 		return nil, err
 	}
@@ -591,8 +647,8 @@ func (r *Adaptation) StopContainer(_ context.Context, req *StopContainerRequest)
 }
 
 // RemoveContainer tells the subscribed plugins that a container is being removed.
-func (r *Adaptation) RemoveContainer(_ context.Context, req *RemoveContainerRequest) error {
-	return r.event(api.Event_REMOVE_CONTAINER, req, cRemoveContainer)
+func (r *Adaptation) RemoveContainer(ctx context.Context, req *RemoveContainerRequest) error {
+	return r.event(ctx, api.Event_REMOVE_CONTAINER, req, cRemoveContainer)
 }
 
 // PluginSyncBlock holds plugin synchronization off until it is unblocked.

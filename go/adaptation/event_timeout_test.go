@@ -53,3 +53,44 @@ func TestEventTimeoutBoundsWholeEvents(t *testing.T) {
 	_, err := nri.New("x", "0", noSync, noUpdate, nri.WithEventTimeout(0))
 	assert.EqualError(t, err, "failed to apply option: event timeout 0s is below 1ms")
 }
+
+// The runtime's context reaches the core: when it ends while a plugin
+// still works on the event, the event returns the context's own error at
+// once, as upstream v0.12.4 does; a live context changes nothing.
+func TestTheRuntimesContextEndsTheEvent(t *testing.T) {
+	slow := &builtin.BuiltinPlugin{Base: "slow", Index: "10", Handlers: builtin.BuiltinHandlers{
+		RunPodSandbox: func(context.Context, *api.RunPodSandboxRequest) error {
+			time.Sleep(time.Second)
+			return nil
+		},
+		CreateContainer: func(context.Context, *api.CreateContainerRequest) (*api.CreateContainerResponse, error) {
+			adjust := &api.ContainerAdjustment{}
+			adjust.AddAnnotation("seen-by", "slow")
+			return &api.CreateContainerResponse{Adjust: adjust}, nil
+		},
+	}}
+	r := newAdaptation(t, noSync, nri.WithBuiltinPlugins(slow))
+	require.NoError(t, r.Start())
+	defer r.Stop()
+	pod := &api.RunPodSandboxRequest{Pod: &api.PodSandbox{Id: "pod0"}}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	started := time.Now()
+	err := r.RunPodSandbox(ctx, pod)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Less(t, time.Since(started), 600*time.Millisecond)
+
+	ctx, cancel = context.WithCancel(context.Background())
+	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
+	started = time.Now()
+	err = r.RunPodSandbox(ctx, pod)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Less(t, time.Since(started), 600*time.Millisecond)
+
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	rsp, err := r.CreateContainer(ctx, createReq("live"))
+	require.NoError(t, err)
+	assert.Equal(t, "slow", rsp.GetAdjust().GetAnnotations()["seen-by"])
+}

@@ -133,7 +133,11 @@ typedef uint32_t nri_status;
 /**
  * Why an event was given up, as Go's context reports it.
  */
-typedef enum nri_cancel_reason {
+enum nri_cancel_reason
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
   /**
    * The runtime cancelled the call: "context canceled".
    */
@@ -142,7 +146,14 @@ typedef enum nri_cancel_reason {
    * The call's deadline passed: "context deadline exceeded".
    */
   NRI_CANCEL_REASON_DEADLINE_EXCEEDED = 2,
-} nri_cancel_reason;
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum nri_cancel_reason nri_cancel_reason;
+#else
+typedef uint32_t nri_cancel_reason;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
 
 /**
  * Severity of a log record.
@@ -861,7 +872,7 @@ nri_status nri_cancel_new(struct nri_cancel **out, struct nri_error **err);
  * # Safety
  * `c` is NULL or from `nri_cancel_new`, not yet freed.
  */
-void nri_cancel_trigger(const struct nri_cancel *c, enum nri_cancel_reason reason);
+void nri_cancel_trigger(const struct nri_cancel *c, nri_cancel_reason reason);
 
 /**
  * Releases a cancellation signal; NULL is a no-op. Not while a call that

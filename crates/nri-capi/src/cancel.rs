@@ -8,7 +8,7 @@ use super::error::{boundary, boundary_void, nri_error, nri_status, Failure};
 use super::ptr::{Handle, OutSlot};
 
 /// Why an event was given up, as Go's context reports it.
-#[repr(C)]
+#[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum nri_cancel_reason {
     /// The runtime cancelled the call: "context canceled".
