@@ -101,14 +101,25 @@ func benchPlugin() *builtin.BuiltinPlugin {
 	}
 }
 
+// A runtime's context that can end (containerd's always can) takes the
+// cancellable path: one goroutine and an nri_cancel per event.
+func BenchmarkCreateContainerBuiltinPluginCancellableContext(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	benchCreateIn(b, ctx, nri.WithBuiltinPlugins(benchPlugin()))
+}
+
 func benchCreate(b *testing.B, opts ...nri.Option) {
+	benchCreateIn(b, context.Background(), opts...)
+}
+
+func benchCreateIn(b *testing.B, ctx context.Context, opts ...nri.Option) {
 	opts = append([]nri.Option{nri.WithPluginPath(b.TempDir()), nri.WithDisabledExternalConnections()}, opts...)
 	r, err := nri.New("bench", "0", noSync, noUpdate, opts...)
 	require.NoError(b, err)
 	require.NoError(b, r.Start())
 	defer r.Stop()
 
-	ctx := context.Background()
 	req := benchRequest()
 	if _, err := r.CreateContainer(ctx, req); err != nil {
 		b.Fatal(err)
