@@ -90,6 +90,7 @@ impl From<Error> for Failure {
             | Error::Builtin { .. }
             | Error::Timeout { .. }
             | Error::EventTimeout { .. }
+            | Error::RequestFailed { .. }
             | Error::Transport { .. } => nri_status::PluginFailed,
             Error::Merge(_) => nri_status::Conflict,
             Error::Rejected { .. } | Error::ValidatorFailed { .. } => nri_status::Rejected,

@@ -47,6 +47,13 @@ pub enum Error {
     /// ran out before or during a plugin's call; no plugin is dropped for it.
     #[error("{op} exceeded the NRI event time budget of {budget:?}")]
     EventTimeout { op: &'static str, budget: Duration },
+    /// A plugin whose failure policy says `fail_request` failed to answer.
+    #[error("plugin {plugin} failed to handle {op} request: {reason}")]
+    RequestFailed {
+        plugin: String,
+        op: &'static str,
+        reason: Box<Error>,
+    },
     /// The connection to a plugin failed or the plugin broke the protocol.
     #[error("plugin {plugin}: {op} failed: {reason}")]
     Transport {

@@ -56,6 +56,9 @@ pub(crate) struct Plugin {
     pub(crate) config: String,
     pub(crate) transport: Transport,
     events: AtomicI32,
+    /// The plugin's failure policy, from Configure (unset: both false).
+    fail_request: AtomicBool,
+    keep_connected: AtomicBool,
     closed: AtomicBool,
     /// Set once the plugin answered Unimplemented to a dedicated RPC that
     /// has a StateChange form; sticky, as upstream.
@@ -84,6 +87,8 @@ impl Plugin {
             config,
             transport,
             events: AtomicI32::new(0),
+            fail_request: AtomicBool::new(false),
+            keep_connected: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             state_change: AtomicBool::new(false),
             warned: Mutex::new(HashSet::new()),
@@ -206,6 +211,12 @@ impl Plugin {
             m => m,
         };
         self.events.store(events.raw(), Ordering::Release);
+        if let Some(policy) = rpl.failure_policy.as_ref() {
+            self.fail_request
+                .store(policy.fail_request, Ordering::Release);
+            self.keep_connected
+                .store(policy.keep_connected, Ordering::Release);
+        }
         info!(
             "plugin {} subscribed to events {events}",
             self.qualified_name()
@@ -227,8 +238,7 @@ impl Plugin {
         let op = C::EVENT.pretty_name();
         match self.measured(op, self.invoke(req, budget)).await {
             Ok(rpl) => Ok(Some(rpl)),
-            Err(e) if self.drop_on(op, &e) => Ok(None),
-            Err(e) => Err(e),
+            Err(e) => self.failed(op, e),
         }
     }
 
@@ -246,12 +256,40 @@ impl Plugin {
         res
     }
 
-    /// Closes the plugin if `e` is a transport failure or timeout (upstream's
-    /// fatal errors) and says whether it did. Builtin plugins have no
-    /// transport and are never dropped.
-    fn drop_on(&self, op: &str, e: &Error) -> bool {
+    /// What a failed call means for the event, as upstream v0.12.4 decides
+    /// it. An error of the plugin's own, or one that is not the plugin's
+    /// (a request too large to send, the event's budget, the runtime
+    /// giving up), fails the event as it is. A failure to answer (timeout,
+    /// lost connection, protocol error) is the plugin's: its failure policy
+    /// says whether it is dropped ([`Plugin::drop_for`]) and whether the
+    /// event fails or goes on without it (the default). Builtin plugins have
+    /// no transport: every error of theirs fails the event.
+    fn failed<T>(&self, op: &'static str, e: Error) -> Result<Option<T>, Error> {
         if !e.is_fatal_for_plugin() || self.is_builtin() {
-            return false;
+            return Err(e);
+        }
+        self.drop_for(op, &e);
+        if self.fail_request.load(Ordering::Acquire) {
+            return Err(Error::RequestFailed {
+                plugin: self.name.clone(),
+                op,
+                reason: Box::new(e),
+            });
+        }
+        Ok(None)
+    }
+
+    /// Closes the plugin for a failure to answer, unless its policy keeps
+    /// it connected and the failure was a timeout.
+    fn drop_for(&self, op: &str, e: &Error) {
+        let kept = matches!(e, Error::Timeout { .. }) && self.keep_connected.load(Ordering::Acquire);
+        if kept {
+            warn!(
+                "plugin {} failed to handle {op} request, kept by its failure policy: {}",
+                self.qualified_name(),
+                peer_text(e)
+            );
+            return;
         }
         warn!(
             "closing plugin {}, failed to handle {op} request: {}",
@@ -259,7 +297,6 @@ impl Plugin {
             peer_text(e)
         );
         self.close();
-        true
     }
 
     async fn invoke<C: Call>(&self, req: &C, budget: EventBudget) -> Result<C::Reply, Error> {
@@ -392,7 +429,9 @@ impl Plugin {
                 },
             }),
             Err(e) => {
-                self.drop_on(op, &e);
+                if e.is_fatal_for_plugin() && !self.is_builtin() {
+                    self.drop_for(op, &e);
+                }
                 Err(Error::ValidatorFailed {
                     plugin: self.name.clone(),
                     reason: e.to_string(),

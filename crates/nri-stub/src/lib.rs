@@ -95,6 +95,8 @@ pub enum StubError {
 pub(crate) struct Shared {
     name: String,
     idx: String,
+    /// Told to the runtime in Configure.
+    failure_policy: Option<api::FailurePolicy>,
     state: Mutex<SharedState>,
 }
 
@@ -136,6 +138,7 @@ pub struct StubBuilder {
     socket_path: PathBuf,
     connection: Option<std::os::unix::net::UnixStream>,
     events: Option<EventMask>,
+    failure_policy: Option<api::FailurePolicy>,
     on_close: Option<Box<dyn Fn() + Send + Sync>>,
     reconnect: Option<Duration>,
 }
@@ -154,6 +157,7 @@ impl Default for StubBuilder {
             socket_path: PathBuf::from(api::DEFAULT_SOCKET_PATH),
             connection: None,
             events: None,
+            failure_policy: None,
             on_close: None,
             reconnect: None,
         }
@@ -195,6 +199,19 @@ impl StubBuilder {
         self
     }
 
+    /// Tell the runtime what to do when this plugin fails to answer
+    /// (upstream's `WithFailurePolicy`): fail the request instead of going
+    /// on without the plugin, and keep it connected after a timeout instead
+    /// of dropping it. Runtimes before NRI v0.12.4 ignore it.
+    pub fn failure_policy(mut self, fail_request: bool, keep_connected: bool) -> Self {
+        self.failure_policy = Some(api::FailurePolicy {
+            fail_request,
+            keep_connected,
+            ..Default::default()
+        });
+        self
+    }
+
     /// Called whenever the connection to the runtime is lost.
     pub fn on_close(mut self, f: impl Fn() + Send + Sync + 'static) -> Self {
         self.on_close = Some(Box::new(f));
@@ -224,6 +241,7 @@ impl StubBuilder {
         let shared = Arc::new(Shared {
             name,
             idx,
+            failure_policy: self.failure_policy,
             state: Mutex::new(SharedState {
                 registration_timeout: api::DEFAULT_REGISTRATION_TIMEOUT,
                 request_timeout: api::DEFAULT_REQUEST_TIMEOUT,

@@ -107,6 +107,7 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
                 );
                 Ok(api::ConfigureResponse {
                     events: events.raw(),
+                    failure_policy: self.shared.failure_policy.clone().into(),
                     ..Default::default()
                 })
             }

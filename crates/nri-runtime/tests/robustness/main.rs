@@ -10,6 +10,7 @@
 #[path = "../adaptation/common.rs"]
 mod common;
 mod event_budget;
+mod failure_policy;
 #[allow(dead_code)]
 #[path = "../adaptation/goprocess.rs"]
 mod goprocess;
