@@ -284,7 +284,8 @@ impl Plugin {
     /// Closes the plugin for a failure to answer, unless its policy keeps
     /// it connected and the failure was a timeout.
     fn drop_for(&self, op: &str, e: &Error) {
-        let kept = matches!(e, Error::Timeout { .. }) && self.keep_connected.load(Ordering::Acquire);
+        let kept =
+            matches!(e, Error::Timeout { .. }) && self.keep_connected.load(Ordering::Acquire);
         if kept {
             warn!(
                 "plugin {} failed to handle {op} request, kept by its failure policy: {}",

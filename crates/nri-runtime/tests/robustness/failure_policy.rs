@@ -37,7 +37,11 @@ fn connect(h: &Harness, name: &str, fail_request: bool, keep_connected: bool) ->
 }
 
 async fn started() -> Harness {
-    let h = Harness::start_with(|o| o.request_timeout(REQUEST_TIMEOUT), RuntimeState::default()).await;
+    let h = Harness::start_with(
+        |o| o.request_timeout(REQUEST_TIMEOUT),
+        RuntimeState::default(),
+    )
+    .await;
     h.nri.start().await.unwrap();
     h
 }
@@ -120,5 +124,38 @@ fn keep_connected_does_not_keep_a_plugin_whose_connection_is_gone() {
             .await
             .expect("a plugin already gone fails nothing");
         assert!(h.nri.plugins().is_empty());
+    })
+}
+
+/// The same, declared by a real upstream Go-stub plugin
+/// (`stub.WithFailurePolicy`, NRI v0.12.5).
+#[test]
+fn a_go_stub_plugins_failure_policy_is_honoured() {
+    serial(async {
+        let h = started().await;
+        let go = crate::goprocess::GoPlugin::start(
+            &h,
+            "gostrict",
+            "10",
+            serde_json::json!({
+                "events": "createcontainer",
+                "delay_ms": {"CreateContainer": REQUEST_TIMEOUT.as_millis() as u64 * 2},
+                "failure_policy": {"fail_request": true, "keep_connected": true},
+            }),
+        );
+        h.wait_plugins(1).await;
+        for ctr in ["c1", "c2"] {
+            let err = h
+                .nri
+                .create_container(create_req("pod", ctr))
+                .await
+                .expect_err("the Go plugin's policy fails the request");
+            assert_eq!(
+                err.to_string(),
+                "plugin 10-gostrict failed to handle CreateContainer request: context deadline exceeded"
+            );
+            assert_eq!(h.nri.plugins(), ["10-gostrict"], "kept after its timeout");
+        }
+        drop(go);
     })
 }

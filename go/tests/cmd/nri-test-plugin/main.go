@@ -84,6 +84,12 @@ func run(socket, name, idx, scriptPath string) error {
 	if os.Getenv(api.PluginIdxEnvVar) == "" {
 		opts = append(opts, stub.WithPluginIdx(idx))
 	}
+	if fp := flagScript.failurePolicy(); fp != nil {
+		opts = append(opts, stub.WithFailurePolicy(&api.FailurePolicy{
+			FailRequest:   fp.FailRequest,
+			KeepConnected: fp.KeepConnected,
+		}))
+	}
 
 	p.stub, err = stub.New(p, opts...)
 	if err != nil {

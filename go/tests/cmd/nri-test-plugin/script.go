@@ -39,6 +39,15 @@ type Script struct {
 	Validate *ValidateScript `json:"validate"`
 	// Unsolicited is an UpdateContainers request sent after Synchronize.
 	Unsolicited *UnsolicitedScript `json:"unsolicited"`
+	// FailurePolicy is declared through upstream's stub.WithFailurePolicy;
+	// only from the -script flag, since the stub is made before Configure.
+	FailurePolicy *FailurePolicyScript `json:"failure_policy"`
+}
+
+// FailurePolicyScript is the plugin's failure policy (NRI v0.12.4).
+type FailurePolicyScript struct {
+	FailRequest   bool `json:"fail_request"`
+	KeepConnected bool `json:"keep_connected"`
 }
 
 // ConfigureScript overrides the Configure reply.
@@ -98,6 +107,14 @@ func knownEvent(name string) bool {
 // parseScript decodes and checks a script. Unknown fields and unknown event
 // names are errors, so a typo in a test's script fails loudly instead of
 // silently doing nothing.
+// failurePolicy is the script's failure policy; nil for a nil script.
+func (s *script) failurePolicy() *FailurePolicyScript {
+	if s == nil {
+		return nil
+	}
+	return s.FailurePolicy
+}
+
 func parseScript(data []byte, source string) (*script, error) {
 	s := &script{source: source}
 	dec := json.NewDecoder(bytes.NewReader(data))

@@ -62,6 +62,7 @@ message_table!(
     LogRequest,
     ConfigureRequest,
     ConfigureResponse,
+    FailurePolicy,
     SynchronizeRequest,
     SynchronizeResponse,
     Empty,
