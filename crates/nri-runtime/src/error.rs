@@ -36,8 +36,12 @@ pub enum Error {
     /// A validating plugin could not be asked.
     #[error("validator plugin {plugin} failed: {reason}")]
     ValidatorFailed { plugin: String, reason: String },
-    /// A plugin did not answer within the request timeout.
-    #[error("plugin {plugin} did not answer {op} within {timeout:?}")]
+    /// A plugin did not answer within the request timeout. The text is Go's
+    /// `context.DeadlineExceeded`, the error upstream's ttrpc call returns
+    /// and upstream wraps (`validator plugin P failed: context deadline
+    /// exceeded`; `closing plugin P, failed to handle OP request: context
+    /// deadline exceeded` in the log); the fields say who, what and how long.
+    #[error("context deadline exceeded")]
     Timeout {
         plugin: String,
         op: &'static str,
@@ -73,11 +77,6 @@ impl Error {
     }
 }
 
-/// Whether `text` is ttrpc-rust's report of a message over its 4 MiB limit
-/// (`message length N exceed maximum message size of M`, the same words as
-/// Go's ttrpc). ttrpc-rust gives it in two forms: as `Error::Others` when it
-/// refuses to send a request, before anything is written; and as an
-/// `InvalidArgument` status when it has read and discarded a reply.
 /// Most bytes of a peer's text (a name, an error it sent) a log line carries.
 const LOGGED_PEER_TEXT: usize = 512;
 
@@ -87,6 +86,21 @@ pub(crate) fn peer_text(text: &dyn std::fmt::Display) -> String {
     nri_api::quote::log_text(&text.to_string(), LOGGED_PEER_TEXT)
 }
 
+/// Whether `e` is ttrpc-rust's own report that the deadline of a request
+/// (its `timeout_nano`) elapsed before the reply came, or while the request
+/// was still being written: `Error::Others("Request deadline elapsed")`
+/// (`request_timeout_error` in ttrpc's `asynchronous/connection.rs`).
+/// Go's ttrpc returns `context.DeadlineExceeded` there: a timeout, not a
+/// transport failure.
+pub(crate) fn is_request_deadline(e: &ttrpc::Error) -> bool {
+    matches!(e, ttrpc::Error::Others(text) if text == "Request deadline elapsed")
+}
+
+/// Whether `text` is ttrpc-rust's report of a message over its 4 MiB limit
+/// (`message length N exceed maximum message size of M`, the same words as
+/// Go's ttrpc). ttrpc-rust gives it in two forms: as `Error::Others` when it
+/// refuses to send a request, before anything is written; and as an
+/// `InvalidArgument` status when it has read and discarded a reply.
 pub(crate) fn is_oversized_message(text: &str) -> bool {
     text.strip_prefix("message length ")
         .and_then(|rest| rest.split_once(" exceed maximum message size of "))
@@ -168,6 +182,17 @@ mod tests {
     }
 
     #[test]
+    fn ttrpcs_own_deadline_is_recognized() {
+        assert!(is_request_deadline(&ttrpc::Error::Others(
+            "Request deadline elapsed".into()
+        )));
+        assert!(!is_request_deadline(&ttrpc::Error::Others(
+            "Receive packet from Receiver timeout".into()
+        )));
+        assert!(!is_request_deadline(&ttrpc::Error::RemoteClosed));
+    }
+
+    #[test]
     fn only_size_statuses_say_a_reply_was_oversized() {
         let status = |code, msg: &str| ttrpc::get_status(code, msg);
         let read = "message length 5242960 exceed maximum message size of 4194304";
@@ -199,6 +224,16 @@ mod tests {
             timeout: Duration::from_secs(2),
         };
         assert!(t.is_fatal_for_plugin());
+        // The texts upstream's runtime reports for a plugin that timed out.
+        assert_eq!(t.to_string(), "context deadline exceeded");
+        let v = Error::ValidatorFailed {
+            plugin: "10-v".into(),
+            reason: t.to_string(),
+        };
+        assert_eq!(
+            v.to_string(),
+            "validator plugin 10-v failed: context deadline exceeded"
+        );
         assert!(!Error::Merge("x".into()).is_fatal_for_plugin());
         let r = Error::Rejected {
             plugin: "00-v".into(),

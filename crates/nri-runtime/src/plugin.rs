@@ -13,7 +13,9 @@ use super::budget::EventBudget;
 use super::builtin::BuiltinHandlers;
 use super::call::Call;
 use super::child::Child;
-use super::error::{grpc_code_name, is_oversized_message, is_oversized_reply, peer_text};
+use super::error::{
+    grpc_code_name, is_oversized_message, is_oversized_reply, is_request_deadline, peer_text,
+};
 use super::{Core, Deprecation, Error};
 use nri_api::mux::Mux;
 use nri_api::ttrpc::PluginClient;
@@ -450,7 +452,16 @@ impl Plugin {
     /// plugin. A request over the limit is never sent (ttrpc refuses it
     /// before writing anything) and is not the plugin's fault: the request
     /// fails with Go ttrpc's `ResourceExhausted` and the plugin stays.
+    /// ttrpc's own deadline is a timeout, as in Go, where the call returns
+    /// `context.DeadlineExceeded`.
     fn ttrpc_error(&self, op: &'static str, e: ttrpc::Error) -> Error {
+        if is_request_deadline(&e) {
+            return Error::Timeout {
+                plugin: self.name.clone(),
+                op,
+                timeout: self.core.request_timeout(),
+            };
+        }
         match e {
             ttrpc::Error::RpcStatus(status) if is_oversized_reply(&status) => Error::Transport {
                 plugin: self.name.clone(),
