@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/nri/pkg/adaptation/builtin"
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	nri "github.com/nri-rs/nri-rs/go/adaptation"
 )
@@ -88,4 +90,30 @@ func TestAPluginsErrorIsItsStatus(t *testing.T) {
 	assert.Equal(t, codes.Unknown, st.Code())
 	assert.Equal(t, "no room for it", st.Message())
 	assert.False(t, errors.Is(err, context.DeadlineExceeded))
+}
+
+// Upstream merges into the CreateContainerRequest the runtime passed: after
+// CreateContainer its Container holds the adjusted annotations, env,
+// mounts, resources and so on. The core merges into its own copy, and the
+// caller's request stays as it was (COMPATIBILITY.md says why no runtime
+// depends on it).
+func TestCreateContainerLeavesTheCallersRequestAlone(t *testing.T) {
+	adjusting := &builtin.BuiltinPlugin{Base: "adjust", Index: "10", Handlers: builtin.BuiltinHandlers{
+		CreateContainer: func(context.Context, *api.CreateContainerRequest) (*api.CreateContainerResponse, error) {
+			a := &api.ContainerAdjustment{}
+			a.AddAnnotation("added", "yes")
+			a.AddEnv("ADDED", "yes")
+			return &api.CreateContainerResponse{Adjust: a}, nil
+		},
+	}}
+	r := newAdaptation(t, noSync, nri.WithBuiltinPlugins(adjusting))
+	require.NoError(t, r.Start())
+	defer r.Stop()
+
+	req := createReq("c")
+	before := proto.Clone(req)
+	rsp, err := r.CreateContainer(context.Background(), req)
+	require.NoError(t, err)
+	assert.Equal(t, "yes", rsp.Adjust.Annotations["added"])
+	assert.True(t, proto.Equal(before, req), "request changed: %v", req)
 }
