@@ -421,13 +421,7 @@ impl Model {
         let sysctl: BTreeMap<_, _> = adj.sysctl.iter().cloned().collect();
         let mut ctr_sysctl = std::mem::take(&mut self.ctr_sysctl);
         let mut reply = std::mem::take(&mut self.sysctl);
-        let done = self.map(
-            plugin,
-            Field::Sysctl,
-            sysctl,
-            &mut ctr_sysctl,
-            &mut reply,
-        );
+        let done = self.map(plugin, Field::Sysctl, sysctl, &mut ctr_sysctl, &mut reply);
         (self.ctr_sysctl, self.sysctl) = (ctr_sysctl, reply);
         done?;
         for rlimit in &adj.rlimits {
