@@ -7,6 +7,7 @@ require (
 	github.com/containerd/ttrpc v1.2.7
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/stretchr/testify v1.12.1
+	google.golang.org/grpc v1.57.1
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -21,5 +22,4 @@ require (
 	golang.org/x/mod v0.32.0 // indirect
 	golang.org/x/sys v0.39.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20230731190214-cbb8c96f2d6d // indirect
-	google.golang.org/grpc v1.57.1 // indirect
 )

@@ -17,20 +17,94 @@ package adaptation
 import "C"
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"unsafe"
 
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
-// nriError is an error reported by the Rust core: its status and message.
+// nriError is an error reported by the Rust core: its status and message,
+// and the error upstream's would wrap, if there is one (see causeOf).
 type nriError struct {
 	status C.nri_status
 	msg    string
+	cause  error
 }
 
 func (e *nriError) Error() string { return e.msg }
+
+// Unwrap gives errors.Is and errors.As the error upstream's wraps.
+func (e *nriError) Unwrap() error { return e.cause }
+
+// newError is the Go error of a failure the core reported. When the whole
+// failure is a plugin call's (a plugin failed an event with a status), it
+// is that call's error, as upstream returns it.
+func newError(status C.nri_status, msg string) error {
+	cause := causeOf(status, msg)
+	if cause != nil && cause.Error() == msg {
+		return cause
+	}
+	return &nriError{status: status, msg: msg, cause: cause}
+}
+
+// causeOf finds, in what the core reports, the error of a plugin call that
+// upstream's error values carry: since v0.12.4 a validator's failure wraps
+// the error of its ttrpc call (`validator plugin %s failed: %w`), so
+// errors.Is(err, context.DeadlineExceeded) holds for a validator that timed
+// out, and status.FromError finds the status a validator failed with. An
+// error a plugin fails an event with is that call's status error itself.
+// The core's texts are Go's (context.DeadlineExceeded's text, and a status
+// as `rpc error: code = C desc = M`), so the cause is rebuilt from them.
+// A rejection by a validator wraps nothing, as upstream's does not.
+func causeOf(status C.nri_status, msg string) error {
+	switch status {
+	case C.NRI_STATUS_REJECTED:
+		rest, ok := strings.CutPrefix(msg, "validator plugin ")
+		if !ok {
+			return nil
+		}
+		if _, reason, ok := strings.Cut(rest, " failed: "); ok {
+			return callError(reason)
+		}
+	case C.NRI_STATUS_PLUGIN_FAILED:
+		return callError(msg)
+	}
+	return nil
+}
+
+// callError is the Go error of a plugin call the core reported as text.
+func callError(text string) error {
+	if text == context.DeadlineExceeded.Error() {
+		return context.DeadlineExceeded
+	}
+	rest, ok := strings.CutPrefix(text, "rpc error: code = ")
+	if !ok {
+		return nil
+	}
+	name, desc, ok := strings.Cut(rest, " desc = ")
+	if !ok {
+		return nil
+	}
+	code, ok := codeByName[name]
+	if !ok {
+		return nil
+	}
+	return grpcstatus.Error(code, desc)
+}
+
+// codeByName maps codes.Code.String() back to the code.
+var codeByName = func() map[string]codes.Code {
+	m := map[string]codes.Code{}
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		m[c.String()] = c
+	}
+	return m
+}()
 
 // takeError turns a status and the core's error object into a Go error,
 // releasing the object.
@@ -39,10 +113,10 @@ func takeError(status C.nri_status, cerr *C.nri_error) error {
 		return nil
 	}
 	if cerr == nil {
-		return &nriError{status: status, msg: C.GoString(C.nri_status_name(C.uint32_t(status)))}
+		return newError(status, C.GoString(C.nri_status_name(C.uint32_t(status))))
 	}
 	defer C.nri_error_free(cerr)
-	return &nriError{status: C.nri_error_status(cerr), msg: C.GoString(C.nri_error_message(cerr))}
+	return newError(C.nri_error_status(cerr), C.GoString(C.nri_error_message(cerr)))
 }
 
 // bytesArg is the pointer C gets for a Go byte slice lent for one call.

@@ -130,7 +130,9 @@ impl api::ttrpc::Runtime for RuntimeService {
                 });
             if let Err(msg) = checked {
                 let _ = tx.send(Err(msg.clone()));
-                return Err(status(ttrpc::Code::INVALID_ARGUMENT, msg));
+                // Upstream's handler returns a plain Go error, which Go's
+                // ttrpc server sends as `Unknown` with the error's text.
+                return Err(status(ttrpc::Code::UNKNOWN, msg));
             }
         }
         let _ = tx.send(Ok((req.plugin_name, req.plugin_idx)));

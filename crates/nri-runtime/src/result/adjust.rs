@@ -69,7 +69,6 @@ impl Adjuster<'_> {
             annotations,
             &mut self.ctr.annotations,
             &mut self.reply.annotations,
-            None,
         )
     }
 
@@ -199,15 +198,15 @@ impl Adjuster<'_> {
             &mut ctr.namespaces,
             &mut reply.namespaces,
         )?;
-        // QUIRK (v0.12.2): markers of sysctls that are only removed land in
-        // the reply's annotations (fixed upstream after the tag).
+        // Markers of sysctls that are only removed stay in the reply's
+        // sysctls, as upstream does since v0.12.3 (v0.12.2 put them in the
+        // annotations).
         merge_map(
             claims,
             Field::Sysctl,
             sysctl,
             &mut ctr.sysctl,
             &mut reply.sysctl,
-            Some(&mut self.reply.annotations),
         )?;
         // Upstream's marker value is a nil message; an empty one here.
         merge_map(
@@ -216,7 +215,6 @@ impl Adjuster<'_> {
             net_devices,
             &mut ctr.net_devices,
             &mut reply.net_devices,
-            None,
         )?;
         replace(
             claims,
@@ -275,15 +273,14 @@ pub(super) fn replace<T: Clone>(
 /// A key `-k` removes `k`. Only when the same reply also sets `k` does the
 /// removal clear `k`'s owner, delete it from the container and put the
 /// marker (with an empty value) in the reply before the new value.
-/// QUIRK: a removal alone only puts its marker in `lone_markers` (default:
-/// the reply's map); it deletes nothing from the container or the reply.
+/// QUIRK: a removal alone only puts its marker in the reply; it deletes
+/// nothing from the container or the reply.
 pub(super) fn merge_map<V: Clone + Default>(
     claims: &mut Claims<'_>,
     field: Field,
     incoming: HashMap<String, V>,
     ctr: &mut HashMap<String, V>,
     reply: &mut HashMap<String, V>,
-    lone_markers: Option<&mut HashMap<String, V>>,
 ) -> Result<(), ConflictError> {
     steps(incoming.len());
     let (removals, mut sets): (Vec<_>, Vec<_>) = incoming
@@ -312,10 +309,9 @@ pub(super) fn merge_map<V: Clone + Default>(
         reply.insert(key, value);
     }
 
-    let markers = lone_markers.unwrap_or(reply);
     steps(removed.len());
     for key in removed {
-        markers.insert(mark_for_removal(&key), V::default());
+        reply.insert(mark_for_removal(&key), V::default());
     }
     Ok(())
 }

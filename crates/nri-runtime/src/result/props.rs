@@ -411,7 +411,6 @@ impl Model {
             annotations,
             &mut ctr_annotations,
             &mut reply,
-            None,
         );
         self.ctr.annotations = ctr_annotations;
         self.annotations = reply;
@@ -422,16 +421,8 @@ impl Model {
         let sysctl: BTreeMap<_, _> = adj.sysctl.iter().cloned().collect();
         let mut ctr_sysctl = std::mem::take(&mut self.ctr_sysctl);
         let mut reply = std::mem::take(&mut self.sysctl);
-        let mut markers = std::mem::take(&mut self.annotations);
-        let done = self.map(
-            plugin,
-            Field::Sysctl,
-            sysctl,
-            &mut ctr_sysctl,
-            &mut reply,
-            Some(&mut markers),
-        );
-        (self.ctr_sysctl, self.sysctl, self.annotations) = (ctr_sysctl, reply, markers);
+        let done = self.map(plugin, Field::Sysctl, sysctl, &mut ctr_sysctl, &mut reply);
+        (self.ctr_sysctl, self.sysctl) = (ctr_sysctl, reply);
         done?;
         for rlimit in &adj.rlimits {
             self.owners.claim("c", Field::Rlimits, rlimit, plugin)?;
@@ -475,7 +466,6 @@ impl Model {
         incoming: BTreeMap<String, String>,
         ctr: &mut BTreeMap<String, String>,
         reply: &mut BTreeMap<String, String>,
-        lone: Option<&mut BTreeMap<String, String>>,
     ) -> Result<(), String> {
         let mut removed: BTreeSet<String> = incoming
             .keys()
@@ -492,9 +482,8 @@ impl Model {
             ctr.insert(k.clone(), v.clone());
             reply.insert(k.clone(), v.clone());
         }
-        let lone = lone.unwrap_or(reply);
         for k in removed {
-            lone.insert(format!("-{k}"), String::new());
+            reply.insert(format!("-{k}"), String::new());
         }
         Ok(())
     }
