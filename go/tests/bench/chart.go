@@ -112,7 +112,7 @@ func writeChart(r *results, path string) error {
 		draw.Draw(img, image.Rect(x0, y0, x1, y1), &image.Uniform{c}, image.Point{}, draw.Src)
 	}
 
-	text(10, 20, "nri-rs vs upstream NRI v0.12.2: p50 latency per case (log scale; tick = p99)", color.Black)
+	text(10, 20, "nri-rs vs upstream NRI v0.12.5: p50 latency per case (log scale; tick = p99)", color.Black)
 	sub := fmt.Sprintf("%d x %s, load %s", r.Machine.CPUs, r.Machine.Model, loadStr(r.Machine.Load))
 	if r.Settings.Smoke {
 		sub += "  [SMOKE RUN: meaningless numbers]"

@@ -160,7 +160,7 @@ func markdown(r *results, resultsName, pngRel string) string {
 	if s.Smoke {
 		w("**Smoke run: a few iterations only; the numbers mean nothing.**\n\n")
 	}
-	w("How it is measured: one Go process hosts upstream's `pkg/adaptation` (v0.12.2) and nri-rs's `go/adaptation` ")
+	w("How it is measured: one Go process hosts upstream's `pkg/adaptation` (v0.12.5) and nri-rs's `go/adaptation` ")
 	w("(release staticlib) in turn; every round of every case starts a fresh adaptation and fresh plugin processes, and ")
 	w("the configurations take turns going first from round to round. Plugins are separate processes connecting to the ")
 	w("runtime's socket: `go/tests/bench/goplugin` on upstream's Go stub and `nri-bench-plugin` on nri-rs's Rust stub, doing ")

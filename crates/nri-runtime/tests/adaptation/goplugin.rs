@@ -1,4 +1,4 @@
-//! Plugins built on upstream's Go `pkg/stub` (v0.12.2, go/tests/cmd/nri-test-plugin)
+//! Plugins built on upstream's Go `pkg/stub` (v0.12.5, go/tests/cmd/nri-test-plugin)
 //! against the Rust core: as external processes and launched from the
 //! plugin directory.
 

@@ -40,7 +40,8 @@ async fn configure_carries_runtime_and_nri_version_and_the_plugins_version_is_on
     assert_eq!(configure["request_timeout_ms"], 1750);
     assert_eq!(
         logged("plugin 10-versioned registering"),
-        ["plugin 10-versioned registering, NRI version v0.12.2"],
+        // The Go test plugin's upstream stub: go/tests pins v0.12.5.
+        ["plugin 10-versioned registering, NRI version v0.12.5"],
         "the Go stub's module version, logged"
     );
     let name = format!("plugin external:10-versioned[{}] ", go.pid());
