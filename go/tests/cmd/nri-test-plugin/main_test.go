@@ -467,7 +467,7 @@ func TestExternalLogAndReplies(t *testing.T) {
 	// Upstream sends its name, version, the module's NRI version and the
 	// default timeouts in milliseconds.
 	if e := entries[0]; e.RuntimeName != "test-runtime" || e.RuntimeVersion != "v0.0.1" ||
-		e.NRIVersion != "v0.12.2" || e.RegistrationTimeoutMs != 5000 || e.RequestTimeoutMs != 2000 {
+		e.NRIVersion != "v0.12.5" || e.RegistrationTimeoutMs != 5000 || e.RequestTimeoutMs != 2000 {
 		t.Errorf("bad Configure fields %+v", e)
 	}
 	if e := entries[1]; e.Event != "Synchronize" || e.Pods != 2 || e.Containers != 3 || e.More {
