@@ -72,6 +72,13 @@ func causeOf(status C.nri_status, msg string) error {
 			return callError(reason)
 		}
 	case C.NRI_STATUS_PLUGIN_FAILED:
+		// A plugin whose failure policy fails the request (v0.12.4):
+		// `plugin %s failed to handle %s request: %w`.
+		if rest, ok := strings.CutPrefix(msg, "plugin "); ok {
+			if _, reason, ok := strings.Cut(rest, " request: "); ok && strings.Contains(rest, " failed to handle ") {
+				return callError(reason)
+			}
+		}
 		return callError(msg)
 	}
 	return nil

@@ -7,7 +7,8 @@
 #   - every upstream file of that package that go/adaptation does not have
 #     is mapped to "" (deleted for the build);
 #   - api_v0_12_2.go is left out when the runtime pins NRI < v0.12.2 (it
-#     only aliases pkg/api.Image, which older pkg/api lacks).
+#     only aliases pkg/api.Image, which older pkg/api lacks), and
+#     api_v0_12_4.go when it pins NRI < v0.12.4 (pkg/api.FailurePolicy).
 # Subpackages (pkg/adaptation/builtin) stay upstream's.
 #
 # usage: overlay.sh PKG_DIR NRI_VERSION OUT.json
@@ -26,8 +27,9 @@ case "$pkgdir" in /*) ;; *) echo "overlay.sh: PKG_DIR must be absolute (go reads
 
 # v0.12.0 and v0.12.1 predate pkg/api.Image; anything older is not supported.
 case "$version" in
-    v0.12.0 | v0.12.0-* | v0.12.1 | v0.12.1-*) skip_v0122=1 ;;
-    v0.12.*) skip_v0122=0 ;;
+    v0.12.0 | v0.12.0-* | v0.12.1 | v0.12.1-*) skip_v0122=1 skip_v0124=1 ;;
+    v0.12.2 | v0.12.2-* | v0.12.3 | v0.12.3-*) skip_v0122=0 skip_v0124=1 ;;
+    v0.12.*) skip_v0122=0 skip_v0124=0 ;;
     *) echo "overlay.sh: go/adaptation targets NRI v0.12.x, the runtime pins $version" >&2; exit 1 ;;
 esac
 
@@ -42,6 +44,7 @@ for f in "$ours"/*.go "$ours"/*.c "$ours"/*.h; do
     name=$(basename "$f")
     case "$name" in *_test.go) continue ;; esac
     [ "$name" = api_v0_12_2.go ] && [ "$skip_v0122" = 1 ] && continue
+    [ "$name" = api_v0_12_4.go ] && [ "$skip_v0124" = 1 ] && continue
     mine[$name]=1
     entries+=("$(json_str "$pkgdir/$name"): $(json_str "$f")")
 done

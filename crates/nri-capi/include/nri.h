@@ -516,7 +516,7 @@ const char *nri_version(void);
 
 /**
  * The upstream NRI release whose protocol and behaviour this library
- * implements (e.g. "v0.12.2"), static and NUL-terminated.
+ * implements (e.g. "v0.12.5"), static and NUL-terminated.
  */
 const char *nri_api_version(void);
 

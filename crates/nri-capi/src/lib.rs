@@ -61,7 +61,7 @@ pub extern "C" fn nri_version() -> *const c_char {
 }
 
 /// The upstream NRI release whose protocol and behaviour this library
-/// implements (e.g. "v0.12.2"), static and NUL-terminated.
+/// implements (e.g. "v0.12.5"), static and NUL-terminated.
 #[no_mangle]
 pub extern "C" fn nri_api_version() -> *const c_char {
     static API_VERSION: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();

@@ -17,7 +17,7 @@ pub const DEFAULT_PLUGIN_CONFIG_PATH: &str = "/etc/nri/conf.d";
 /// The socket external plugins connect to.
 pub const DEFAULT_SOCKET_PATH: &str = nri_api::DEFAULT_SOCKET_PATH;
 /// The NRI version this adaptation implements, sent to plugins in Configure.
-pub const NRI_VERSION: &str = "v0.12.2";
+pub const NRI_VERSION: &str = "v0.12.5";
 
 pub(crate) static REGISTRATION_TIMEOUT_MS: AtomicU64 =
     AtomicU64::new(DEFAULT_REGISTRATION_TIMEOUT.as_millis() as u64);

@@ -49,7 +49,7 @@ use service::Service;
 
 /// The NRI version this stub implements, reported to the runtime at
 /// registration (upstream's stub reports its Go module version).
-pub const NRI_VERSION: &str = "v0.12.2";
+pub const NRI_VERSION: &str = "v0.12.5";
 
 /// Why a stub could not be built, started or kept running.
 #[derive(Debug, thiserror::Error)]

@@ -35,7 +35,7 @@ async fn configure_carries_runtime_and_nri_version_and_the_plugins_version_is_on
     assert_eq!(configure["runtime_name"], "test-runtime");
     assert_eq!(configure["runtime_version"], "v9.9.9");
     assert_eq!(configure["nri_version"], nri_runtime::NRI_VERSION);
-    assert_eq!(configure["nri_version"], "v0.12.2");
+    assert_eq!(configure["nri_version"], "v0.12.5");
     assert_eq!(configure["registration_timeout_ms"], 2500);
     assert_eq!(configure["request_timeout_ms"], 1750);
     assert_eq!(
@@ -65,7 +65,7 @@ async fn configure_carries_runtime_and_nri_version_and_the_plugins_version_is_on
     for p in &raw {
         let cfg = p.requests::<ConfigureRequest>("Configure");
         assert_eq!(cfg.len(), 1);
-        assert_eq!(cfg[0].NRI_version, "v0.12.2");
+        assert_eq!(cfg[0].NRI_version, "v0.12.5");
         assert_eq!(cfg[0].runtime_name, "test-runtime");
         assert_eq!(cfg[0].request_timeout, 1750);
     }
