@@ -28,7 +28,7 @@ export CGO_LDFLAGS := -L$(NRI_LIB_DIR) $(CGO_LDFLAGS)
 NRI_VERSION := $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
 
 LINT_PHONY := lint lint-rust lint-go lint-sh lint-docs lint-deny
-.PHONY: $(LINT_PHONY) provenance pkgconfig install test-install all build demo demo-go example test test-rust test-go test-c conformance e2e e2e-containerd e2e-crio bench bench-run header check-header fmt clean
+.PHONY: $(LINT_PHONY) provenance pkgconfig install test-install all build demo demo-go example test test-rust test-go test-c conformance upstream-check e2e e2e-containerd e2e-crio bench bench-run header check-header fmt clean
 
 all: build
 
@@ -128,6 +128,9 @@ $(CARGO_DENY):
 # programs that test, compare and measure it, with their own dependencies);
 # `./...` stops at a module boundary, so each is vetted and tested.
 GO_MODULES := go go/tests
+# The upstream releases go/adaptation must build against (build-against.sh
+# checks it built exactly that one); v0.10.x and v0.11.x do not build yet.
+BUILD_AGAINST_VERSIONS := v0.12.0 v0.12.1 v0.12.2 v0.12.3 v0.12.4 v0.12.5
 GO_TEST_BINS := NRI_BENCH_BIN=$(TARGET_DIR)/debug NRI_RS_BIN_DIR=$(TARGET_DIR)/debug \
   NRI_RS_INTEROP_PLUGIN=$(TARGET_DIR)/debug/nri-interop-plugin \
   NRI_RS_LOGGER_PLUGIN=$(TARGET_DIR)/debug/nri-logger NRI_WIRE_ECHO=$(TARGET_DIR)/debug/nri-wire-echo
@@ -138,7 +141,7 @@ test-go: build
 	done
 	@# The spec generator's differential counts (the test passed above).
 	cd go && GOEXPERIMENT=cgocheck2 $(GO) test -race -count=1 -run '^TestDifferential$$' -v ./generate/ | grep '^spec generator'
-	tests/conformance/build-against.sh v0.12.0
+	for v in $(BUILD_AGAINST_VERSIONS); do tests/conformance/build-against.sh $$v || exit 1; done
 
 ## test-c: the C tests of include/nri.h (tests/c), with cmocka, against the
 ## release staticlib: under valgrind, then built with ASan+UBSan
@@ -165,9 +168,17 @@ test-install: build
 	tests/install/outside.sh $(TARGET_DIR)/debug/nri-logger
 	CARGO="$(CARGO)" tests/install/plugin-outside.sh
 
-## conformance: upstream's own pkg/adaptation suite against go/adaptation
+## conformance: upstream's own pkg/adaptation suite of each release from
+## v0.12.0 to v0.12.5 against go/adaptation, judged by
+## tests/conformance/known-differences.txt; one report line per release
 conformance: build
 	tests/conformance/run.sh
+
+## upstream-check: for each upstream NRI release newer than the newest
+## conformance covers (module proxy), its suite and a build of
+## go/adaptation against it; a summary (not part of `make test`)
+upstream-check: build
+	tests/conformance/upstream-check.sh
 
 ## e2e: containerd and CRI-O built with nri-rs, running their own NRI e2e tests
 ## (root; docs/INTEGRATION.md). E2E_STOCK=1 runs the stock daemons instead.

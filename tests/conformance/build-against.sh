@@ -1,30 +1,50 @@
 #!/usr/bin/env bash
 # Builds go/adaptation, as a runtime would get it with `go build -overlay`,
 # in a scratch module that requires upstream NRI at the given version (CRI-O
-# pins v0.12.0, containerd v0.12.2), so the package keeps compiling against
-# both. Needs pkg-config to find nri.pc, as the Go tests do.
+# pins v0.12.0, containerd v0.12.3), so the package keeps compiling against
+# each. Needs pkg-config to find nri.pc, as the Go tests do.
+#
+#   build-against.sh VERSION
+#
+# Fails unless the package builds and vets against exactly VERSION: when
+# go/adaptation imports a package VERSION lacks, `go mod tidy` would raise
+# the requirement to the newest release that has it and the build would
+# test that one instead. Then the script says so and shows what the build
+# at VERSION itself reports (newer releases excluded, so that tidy cannot
+# move).
 set -euo pipefail
 version=${1:?usage: build-against.sh NRI_VERSION}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib.sh"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 
-mkdir -p "$scratch/adaptation"
-for f in "$root"/go/adaptation/*.go "$root"/go/adaptation/*.c "$root"/go/adaptation/*.h; do
-    case "$f" in *_test.go) continue ;; esac
-    # Types new in v0.12.2 (see the file's comment).
-    case "$version:$(basename "$f")" in v0.12.[01]:api_v0_12_2.go) continue ;; esac
-    cp "$f" "$scratch/adaptation/"
-done
+copy_adaptation "$version" "$scratch/adaptation"
 cd "$scratch"
-cat > go.mod <<MOD
+scratch_mod() {
+    cat >go.mod <<MOD
 module nri-rs-build-check
 
 go 1.24.0
 
-require github.com/containerd/nri $version
+require $nri_module $version
 MOD
-GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || GOFLAGS=-mod=mod go mod tidy
-GOFLAGS=-mod=mod go build ./adaptation
-GOFLAGS=-mod=mod go vet ./adaptation
-echo "go/adaptation builds against github.com/containerd/nri $version"
+}
+scratch_mod
+export GOWORK=off GOFLAGS=-mod=mod
+go mod tidy >tidy.log 2>&1 || { cat tidy.log >&2; exit 1; }
+got=$(pinned_version)
+if [ "$got" != "$version" ]; then
+    echo "build-against: asked for $nri_module $version, but go mod tidy raised it to $got" >&2
+    echo "build-against: go/adaptation needs what $version does not have; at $version itself:" >&2
+    scratch_mod
+    newer=$(released_after "$version") || newer=
+    for v in $newer; do go mod edit -exclude="$nri_module@$v"; done
+    { go mod tidy -e 2>&1 | grep -v '^go: \(downloading\|finding\|found\) '; } >&2 || true
+    go build -gcflags=-e ./adaptation 2>&1 | sed 's/^/    /' >&2 || true
+    echo "build-against: go/adaptation does NOT build against $nri_module $version" >&2
+    exit 1
+fi
+go build ./adaptation
+go vet ./adaptation
+echo "go/adaptation builds against $nri_module $version"

@@ -1,71 +1,140 @@
 #!/usr/bin/env bash
-# Runs upstream NRI's own pkg/adaptation test suite against nri-rs's Go
-# drop-in (go/adaptation, backed by the Rust core), unmodified apart from
-# the import path of pkg/adaptation.
+# Runs upstream NRI's own pkg/adaptation test suite, of each release named
+# (default: every release in lib.sh's conformance_versions), against
+# nri-rs's Go drop-in (go/adaptation, backed by the Rust core), unmodified
+# apart from the import path of pkg/adaptation.
 #
-# The test files come from the Go module cache at the pinned version and
-# are removed afterwards; nothing from upstream is committed. Specs that
-# cannot pass because upstream's behaviour is a bug we fixed are listed in
-# known-differences.txt (one ginkgo regexp per line, each explained in
-# docs/COMPATIBILITY.md) and skipped; their count is printed.
+#   run.sh [VERSION...]
 #
-# Needs pkg-config to find nri.pc (the Makefile points PKG_CONFIG_PATH at
-# the one `make build` writes). Prints "N passed, N failed, N skipped (known
-# differences)" and fails unless every spec that ran passed.
+# Each release runs in a scratch module of its own that requires that
+# release of github.com/containerd/nri (for pkg/api, pkg/stub and the rest)
+# and holds a copy of go/adaptation under its own import path, so the
+# package is built against that release as a runtime pinning it would
+# build it. The test files come from the Go module cache and live only in
+# the scratch module; nothing from upstream is committed. Up to v0.12.2 the
+# suite is written with ginkgo, from v0.12.3 on with plain `go test`.
+#
+# known-differences.txt lists, per release, the test files left out and the
+# tests expected to fail, each with its reason; known.py judges each run
+# against it. One report line per release:
+#   upstream NRI vX pkg/adaptation suite on nri-rs: N passed, M failed, K skipped (known differences: ...)
+# and the run fails when a test fails that is not listed, when a listed one
+# does not fail, or when a release's suite does not build.
+#
+# Needs pkg-config to find nri.pc and libnri.a (the Makefile points
+# PKG_CONFIG_PATH at what `make build` writes). Releases run one after the
+# other, all with -race and GOEXPERIMENT=cgocheck2, sharing the Go build
+# cache.
 set -euo pipefail
 
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-version=${NRI_UPSTREAM_VERSION:-v0.12.2}
-pkg="$root/go/adaptation"
+# shellcheck source-path=SCRIPTDIR
+. "$(dirname "$0")/lib.sh"
+list="$conformance_dir/known-differences.txt"
+# The scratch module takes go/'s module path, so that go/adaptation keeps
+# its import path and the upstream files need only that one rewrite.
+our_module=github.com/nri-rs/nri-rs/go
 
-upstream=$(cd "$root/go" && go mod download -json "github.com/containerd/nri@$version" |
-    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-[ -d "$upstream/pkg/adaptation" ] || { echo "upstream NRI $version not in the module cache" >&2; exit 1; }
+# NRI_CONFORMANCE_KEEP=1 keeps the scratch modules (and their logs) and
+# says where.
+work=$(mktemp -d)
+if [ "${NRI_CONFORMANCE_KEEP:-0}" = 1 ]; then
+    echo "conformance: scratch modules in $work" >&2
+else
+    trap 'rm -rf "$work"' EXIT
+fi
 
-# The suite needs modules the library does not (ginkgo, gomega, go-cmp).
-# go/tests pins them (go/tests/conformance/deps_test.go); a temporary copy
-# of go/go.mod (-modfile) requires them at those versions for this run, so
-# the library's own go.mod and go.sum stay as they are.
-scratch=$(mktemp -d)
-# shellcheck disable=SC2317 # called by the EXIT trap
-cleanup() { rm -f "$pkg"/zz_upstream_*_test.go; rm -rf "$scratch"; }
-trap cleanup EXIT
-modfile="$scratch/go.mod"
-cp "$root/go/go.mod" "$modfile"
-cat "$root/go/go.sum" "$root/go/tests/go.sum" | sort -u >"$scratch/go.sum"
-for m in $(cd "$root/go/tests" && go list -m -f '{{.Path}}@{{.Version}}' \
-    github.com/onsi/ginkgo/v2 github.com/onsi/gomega github.com/google/go-cmp); do
-    go mod edit -require="$m" "$modfile"
+# The modules upstream's ginkgo suites need and the library does not:
+# go/tests pins them (go/tests/conformance/deps_test.go).
+test_deps=$(cd "$repo_root/go/tests" && GOWORK=off go list -m -f '{{.Path}}@{{.Version}}' \
+    github.com/onsi/ginkgo/v2 github.com/onsi/gomega github.com/google/go-cmp)
+
+# run_one VERSION: builds and runs that release's suite; prints its report
+# line (and any disagreement with the list); fails on a disagreement.
+run_one() {
+    local version=$1 upstream mod f base rc kind
+    upstream=$(upstream_dir "$version") || return 1
+    [ -d "$upstream/pkg/adaptation" ] || { echo "$nri_module@$version has no pkg/adaptation" >&2; return 1; }
+    mod="$work/$version"
+    copy_adaptation "$version" "$mod/adaptation"
+    # Our test-only options, which upstream's suite calls (WithTestNRIVersion).
+    cp "$repo_root/go/adaptation/helpers_test.go" "$mod/adaptation/"
+
+    local -a left_out=() taken=()
+    local out
+    out=$(python3 "$conformance_dir/known.py" "$list" files "$version") || return 1
+    [ -z "$out" ] || mapfile -t left_out <<<"$out"
+    for f in "$upstream"/pkg/adaptation/*_test.go; do
+        base=$(basename "$f")
+        if [ "${#left_out[@]}" -gt 0 ] && printf '%s\n' "${left_out[@]}" | grep -qxF "$base"; then continue; fi
+        sed 's#"github.com/containerd/nri/pkg/adaptation"#"'"$our_module"'/adaptation"#' \
+            "$f" >"$mod/adaptation/zz_upstream_$base"
+        taken+=("$base")
+    done
+    [ "${#taken[@]}" -gt 0 ] || { echo "upstream NRI $version: every test file is left out" >&2; return 1; }
+    # A file the list leaves out that this release does not have is a
+    # stale entry.
+    for f in "${left_out[@]}"; do
+        [ -e "$upstream/pkg/adaptation/$f" ] ||
+            { echo "known-differences.txt leaves out $f for $version, which upstream's $version does not have" >&2; return 1; }
+    done
+
+    (
+        cd "$mod"
+        cat >go.mod <<MOD
+module $our_module
+
+go 1.24.0
+
+require $nri_module $version
+MOD
+        for m in $test_deps; do go mod edit -require="$m"; done
+        # Checksums known already, so that tidy need not ask for them.
+        cat "$repo_root/go/go.sum" "$repo_root/go/tests/go.sum" "$upstream/go.sum" 2>/dev/null | sort -u >go.sum
+        GOWORK=off GOFLAGS=-mod=mod go mod tidy >tidy.log 2>&1 || { cat tidy.log >&2; exit 1; }
+        got=$(pinned_version)
+        [ "$got" = "$version" ] || {
+            echo "upstream NRI $version: go mod tidy moved $nri_module to $got; the suite would not test $version" >&2
+            exit 1
+        }
+    ) || return 1
+
+    kind=gotest
+    grep -qs 'RunSpecs(' "$mod"/adaptation/zz_upstream_*_test.go && kind=ginkgo
+    local -a args=(-count=1 -race -timeout=5m)
+    if [ "$kind" = ginkgo ]; then
+        args+=(-v ./adaptation -args -ginkgo.no-color "-ginkgo.json-report=$mod/report.json")
+    else
+        args+=(-json ./adaptation)
+    fi
+    set +e
+    (cd "$mod" && GOWORK=off GOFLAGS=-mod=mod GOEXPERIMENT=cgocheck2 go test "${args[@]}") >"$mod/test.log" 2>&1
+    rc=$?
+    set -e
+    local report="$mod/test.log"
+    if [ "$kind" = ginkgo ]; then
+        report="$mod/report.json"
+        if [ ! -s "$report" ]; then
+            tail -40 "$mod/test.log"
+            echo "upstream NRI $version pkg/adaptation suite on nri-rs: did not run (no ginkgo report)"
+            return 1
+        fi
+    fi
+    if ! python3 "$conformance_dir/known.py" "$list" judge "$version" "$kind" "$report" "$mod/test.log" "$rc" "${left_out[@]}"; then
+        # ginkgo's report has no output of the test binary; its log does.
+        [ "$kind" = gotest ] || { echo "  the end of go test's output:"; tail -30 "$mod/test.log" | sed 's/^/      /'; }
+        return 1
+    fi
+}
+
+if [ $# -eq 0 ]; then
+    read -ra versions <<<"$conformance_versions"
+    set -- "${versions[@]}"
+fi
+failed=()
+for version in "$@"; do
+    run_one "$version" || failed+=("$version")
 done
-for f in adaptation_suite_test.go suite_test.go; do
-    sed 's#"github.com/containerd/nri/pkg/adaptation"#"github.com/nri-rs/nri-rs/go/adaptation"#' \
-        "$upstream/pkg/adaptation/$f" > "$pkg/zz_upstream_$f"
-    grep -q '"github.com/nri-rs/nri-rs/go/adaptation"' "$pkg/zz_upstream_$f" ||
-        { echo "import of pkg/adaptation not found in upstream $f" >&2; exit 1; }
-done
-
-skip=$(grep -v '^\s*\(#\|$\)' "$here/known-differences.txt" | paste -sd'|' || true)
-args=(-modfile="$modfile" -mod=mod -v -count=1 -race -run '^TestRuntime$' ./adaptation -args -ginkgo.no-color)
-[ -n "$skip" ] && args+=("-ginkgo.skip=$skip")
-
-log=$(mktemp)
-set +e
-(cd "$root/go" && GOEXPERIMENT=cgocheck2 go test "${args[@]}") >"$log" 2>&1
-rc=$?
-set -e
-
-summary=$(grep -E '^(SUCCESS|FAIL)! -- ' "$log" | tail -1 || true)
-if [ -z "$summary" ]; then
-    cat "$log"
-    echo "conformance: the upstream suite did not run" >&2
+if [ "${#failed[@]}" -gt 0 ]; then
+    echo "conformance: upstream's suite disagrees with known-differences.txt for ${failed[*]}" >&2
     exit 1
 fi
-num() { echo "$summary" | grep -oE "[0-9]+ $1" | grep -oE '^[0-9]+' || echo 0; }
-passed=$(num Passed); failed=$(num Failed); skipped=$(num Skipped)
-if [ "$rc" -ne 0 ]; then
-    grep -E '^\s*\[FAIL\]|DATA RACE|race detected' "$log" | sort -u || true
-fi
-echo "upstream NRI $version pkg/adaptation suite on nri-rs: $passed passed, $failed failed, $skipped skipped (known differences)"
-rm -f "$log"
-exit "$rc"
