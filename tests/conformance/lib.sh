@@ -30,8 +30,10 @@ copy_adaptation() {
     mkdir -p "$dest"
     for f in "$repo_root"/go/adaptation/*.go "$repo_root"/go/adaptation/*.c "$repo_root"/go/adaptation/*.h; do
         case "$f" in *_test.go) continue ;; esac
-        # Types new in v0.12.2 (see the file's comment).
-        case "$version:$(basename "$f")" in v0.12.[01]:api_v0_12_2.go) continue ;; esac
+        # Types new in v0.12.2 and in v0.12.4 (see the files' comments).
+        case "$version:$(basename "$f")" in
+            v0.12.[01]:api_v0_12_2.go | v0.12.[0-3]:api_v0_12_4.go) continue ;;
+        esac
         cp "$f" "$dest/"
     done
 }
