@@ -55,7 +55,10 @@ impl<'a> EncodedState<'a> {
     /// The objects of an encoded `SynchronizeRequest`, found by walking its
     /// top-level fields only: how the C ABI receives the state. Its framing
     /// is checked; the objects' contents are not (the plugins decode them).
-    /// `more` and unknown fields are dropped, as decoding would.
+    /// `more` and unknown fields are dropped, as decoding would. A pods or
+    /// containers field with another wire type than length-delimited is
+    /// an unknown field to protobuf decoders (Go's and rust-protobuf's),
+    /// so it is skipped here too: `split` accepts whatever they accept.
     pub fn split(buf: &'a [u8]) -> protobuf::Result<Self> {
         let mut state = EncodedState::default();
         let mut is = protobuf::CodedInputStream::from_bytes(buf);
@@ -64,17 +67,14 @@ impl<'a> EncodedState<'a> {
                 (0, _) | (_, None) => return Err(malformed(format!("invalid tag {tag}"))),
                 (field, Some(wire_type)) => (field, wire_type),
             };
-            let list = match field {
-                PODS => &mut state.pods,
-                CONTAINERS => &mut state.containers,
+            let list = match (field, wire_type) {
+                (PODS, WireType::LengthDelimited) => &mut state.pods,
+                (CONTAINERS, WireType::LengthDelimited) => &mut state.containers,
                 _ => {
                     is.skip_field(wire_type)?;
                     continue;
                 }
             };
-            if wire_type != WireType::LengthDelimited {
-                return Err(malformed(format!("field {field} is not length-delimited")));
-            }
             let len = is.read_raw_varint32()?;
             let start = is.pos() as usize;
             is.skip_raw_bytes(len)?;
@@ -386,13 +386,52 @@ mod tests {
         for (what, bad) in [
             ("truncated", good[..good.len() - 1].to_vec()),
             ("length past the end", vec![(PODS as u8 * 8) | 2, 100, 1, 2]),
-            ("pods as a varint", vec![PODS as u8 * 8, 1]),
+            ("a varint pods field cut short", vec![PODS as u8 * 8, 0x80]),
             ("field number 0", vec![2, 0]),
             ("unterminated varint", vec![0xff; 11]),
         ] {
             assert!(EncodedState::split(&bad).is_err(), "{what} accepted");
         }
         assert!(EncodedState::split(&[]).unwrap().pods.is_empty());
+    }
+
+    /// Found by the `sync_split` fuzz target: protobuf decoding takes a
+    /// pods or containers field of another wire type for an unknown
+    /// field, and split refused the whole state for it.
+    #[test]
+    fn split_skips_a_known_field_of_another_wire_type_as_decoding_does() {
+        let (pods, _) = state();
+        let mut buf = SynchronizeRequest {
+            pods: pods.clone(),
+            ..Default::default()
+        }
+        .write_to_bytes()
+        .unwrap();
+        // pods as a varint, containers as a fixed32 and as a fixed64.
+        buf.extend([PODS as u8 * 8, 1, CONTAINERS as u8 * 8 | 5, 1, 2, 3, 4]);
+        buf.extend([CONTAINERS as u8 * 8 | 1, 1, 2, 3, 4, 5, 6, 7, 8]);
+        let decoded = SynchronizeRequest::parse_from_bytes(&buf).unwrap();
+        let st = EncodedState::split(&buf).unwrap();
+        assert_eq!((st.pods.len(), st.containers.len()), (3, 0));
+        let again = SynchronizeRequest::parse_from_bytes(&message(&st.pods, &st.containers, false))
+            .unwrap();
+        assert_eq!(again.pods, decoded.pods);
+        assert!(again.containers.is_empty() && decoded.containers.is_empty());
+    }
+
+    /// Found by the `sync_split` fuzz target: rust-protobuf 3.7 decodes a
+    /// message whose last object claims more bytes than are left as if
+    /// the object ended there (Go's decoder says "unexpected EOF"). Split
+    /// keeps refusing it: forwarding a cut object would hand the plugin
+    /// bytes that do not frame.
+    #[test]
+    fn split_refuses_a_last_object_cut_short_that_rust_protobuf_takes() {
+        let cut = [PODS as u8 * 8 | 2, 42, 8, 1, 8, 2];
+        assert!(
+            SynchronizeRequest::parse_from_bytes(&cut).is_ok(),
+            "rust-protobuf now refuses a cut-short object: the fuzz target's exception can go"
+        );
+        assert!(EncodedState::split(&cut).is_err());
     }
 
     #[test]
