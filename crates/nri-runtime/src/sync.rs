@@ -94,6 +94,28 @@ impl<'a> EncodedState<'a> {
         Ok((each(pods)?, each(containers)?))
     }
 
+    /// The pods' encodings, in order (fuzzing hook).
+    #[cfg(feature = "fuzzing")]
+    #[doc(hidden)]
+    pub fn pods(&self) -> &[&'a [u8]] {
+        &self.pods
+    }
+
+    /// The containers' encodings, in order (fuzzing hook).
+    #[cfg(feature = "fuzzing")]
+    #[doc(hidden)]
+    pub fn containers(&self) -> &[&'a [u8]] {
+        &self.containers
+    }
+
+    /// The `SynchronizeRequest` synchronizing would send for all of these
+    /// objects in one message (fuzzing hook).
+    #[cfg(feature = "fuzzing")]
+    #[doc(hidden)]
+    pub fn to_message(&self, more: bool) -> Vec<u8> {
+        message(&self.pods, &self.containers, more)
+    }
+
     pub(crate) fn new(pods: &'a [Vec<u8>], containers: &'a [Vec<u8>]) -> Self {
         EncodedState {
             pods: pods.iter().map(Vec::as_slice).collect(),
