@@ -70,6 +70,10 @@ impl<'a> EncodedState<'a> {
             let list = match (field, wire_type) {
                 (PODS, WireType::LengthDelimited) => &mut state.pods,
                 (CONTAINERS, WireType::LengthDelimited) => &mut state.containers,
+                (_, WireType::StartGroup) => {
+                    skip_group(&mut is)?;
+                    continue;
+                }
                 _ => {
                     is.skip_field(wire_type)?;
                     continue;
@@ -120,6 +124,23 @@ impl<'a> EncodedState<'a> {
         EncodedState {
             pods: pods.iter().map(Vec::as_slice).collect(),
             containers: containers.iter().map(Vec::as_slice).collect(),
+        }
+    }
+}
+
+/// Skips an unknown top-level group the way decoding a message does: its
+/// fields up to its end-group tag, which must come before the input ends.
+/// (`CodedInputStream::skip_field` would take the end of the input for
+/// the end of the group, which decoding refuses.)
+fn skip_group(is: &mut protobuf::CodedInputStream) -> protobuf::Result<()> {
+    loop {
+        let tag = is
+            .read_raw_tag_or_eof()?
+            .ok_or_else(|| malformed("group without its end".into()))?;
+        match (tag >> 3, WireType::new(tag & 7)) {
+            (0, _) | (_, None) => return Err(malformed(format!("invalid tag {tag}"))),
+            (_, Some(WireType::EndGroup)) => return Ok(()),
+            (_, Some(wire_type)) => is.skip_field(wire_type)?,
         }
     }
 }
@@ -430,8 +451,8 @@ mod tests {
         .write_to_bytes()
         .unwrap();
         // pods as a varint, containers as a fixed32 and as a fixed64.
-        buf.extend([PODS as u8 * 8, 1, CONTAINERS as u8 * 8 | 5, 1, 2, 3, 4]);
-        buf.extend([CONTAINERS as u8 * 8 | 1, 1, 2, 3, 4, 5, 6, 7, 8]);
+        buf.extend([PODS as u8 * 8, 1, (CONTAINERS as u8 * 8) | 5, 1, 2, 3, 4]);
+        buf.extend([(CONTAINERS as u8 * 8) | 1, 1, 2, 3, 4, 5, 6, 7, 8]);
         let decoded = SynchronizeRequest::parse_from_bytes(&buf).unwrap();
         let st = EncodedState::split(&buf).unwrap();
         assert_eq!((st.pods.len(), st.containers.len()), (3, 0));
@@ -441,6 +462,43 @@ mod tests {
         assert!(again.containers.is_empty() && decoded.containers.is_empty());
     }
 
+    /// Found by the `sync_split` fuzz target (the input `k`: field 13 opens
+    /// a group and the input ends): decoding refuses a group without its
+    /// end, split took the end of the input for it.
+    #[test]
+    fn split_refuses_an_unknown_group_without_its_end_as_decoding_does() {
+        let (pods, _) = state();
+        let good = SynchronizeRequest {
+            pods,
+            ..Default::default()
+        }
+        .write_to_bytes()
+        .unwrap();
+        let open = |field: u8| (field << 3) | 3;
+        let close = |field: u8| (field << 3) | 4;
+        for (what, tail, ok) in [
+            ("only the start", vec![open(13)], false),
+            ("a field, no end", vec![open(13), 8, 1], false),
+            (
+                "a nested group ended by the input",
+                vec![open(13), open(14), close(14)],
+                false,
+            ),
+            ("a stray end", vec![close(13)], false),
+            ("a whole group", vec![open(13), 8, 1, close(13)], true),
+            (
+                "nested groups",
+                vec![open(13), open(14), close(14), close(13)],
+                true,
+            ),
+        ] {
+            let buf = [&good[..], &tail].concat();
+            let decoded = SynchronizeRequest::parse_from_bytes(&buf);
+            assert_eq!(decoded.is_ok(), ok, "{what}: decoding");
+            assert_eq!(EncodedState::split(&buf).is_ok(), ok, "{what}: split");
+        }
+    }
+
     /// Found by the `sync_split` fuzz target: rust-protobuf 3.7 decodes a
     /// message whose last object claims more bytes than are left as if
     /// the object ended there (Go's decoder says "unexpected EOF"). Split
@@ -448,7 +506,7 @@ mod tests {
     /// bytes that do not frame.
     #[test]
     fn split_refuses_a_last_object_cut_short_that_rust_protobuf_takes() {
-        let cut = [PODS as u8 * 8 | 2, 42, 8, 1, 8, 2];
+        let cut = [(PODS as u8 * 8) | 2, 42, 8, 1, 8, 2];
         assert!(
             SynchronizeRequest::parse_from_bytes(&cut).is_ok(),
             "rust-protobuf now refuses a cut-short object: the fuzz target's exception can go"
