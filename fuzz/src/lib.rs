@@ -19,8 +19,11 @@ pub use mux::{mux_frames, mux_stream};
 pub use sync::sync_split;
 pub use validator::{validator, validator_yaml};
 
+/// A target's function.
+pub type Target = fn(&[u8]);
+
 /// Every target, by name (the name of its binary and corpus directory).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("mux_frames", mux_frames),
     ("mux_stream", mux_stream),
     ("sync_split", sync_split),
