@@ -80,13 +80,17 @@ example: build
 ## CRI-O built with nri-rs running their own NRI end-to-end tests)
 test: check-header provenance test-rust test-go conformance test-c test-install e2e
 
-test-rust: fuzz-corpus
+test-rust:
 	$(CARGO) test --workspace
+	@$(MAKE) --no-print-directory fuzz-corpus
 
 ## fuzz-corpus: every fuzz target's function over its committed corpus
-## (fuzz/corpus), on stable Rust and without libFuzzer; part of `make test`
+## (fuzz/corpus), on stable Rust and without libFuzzer; part of `make test`.
+## It shares the workspace's target directory, so after `cargo test
+## --workspace` only the crates whose features differ are compiled again.
 fuzz-corpus:
-	$(CARGO) test --manifest-path fuzz/Cargo.toml --locked --no-default-features --test corpus
+	$(CARGO) test --manifest-path fuzz/Cargo.toml --locked --no-default-features \
+	  --target-dir $(TARGET_DIR)
 
 ## fuzz: the fuzz targets of fuzz/ (cargo-fuzz, libFuzzer; needs a nightly
 ## toolchain), one after another, FUZZ_SECONDS each (default 60); fails at

@@ -373,3 +373,31 @@ pub fn merge(data: &[u8]) {
         data.len()
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bound means something only if the merge's steps are counted.
+    #[test]
+    fn the_merge_counts_its_steps() {
+        let mut req = CreateContainerRequest::default();
+        let mut result = CreateResult::new(&mut req);
+        let mut adjust = ContainerAdjustment::default();
+        for i in 0..10 {
+            adjust.add_env(format!("E{i}"), "v");
+        }
+        let before = merge_steps();
+        result
+            .apply(
+                &mut req,
+                "10-a",
+                CreateContainerResponse {
+                    adjust: MessageField::some(adjust),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        assert!(merge_steps() - before >= 10);
+    }
+}
