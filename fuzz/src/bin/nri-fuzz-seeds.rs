@@ -1,6 +1,6 @@
 //! Writes the seed corpus: `nri-fuzz-seeds [DIR]` (default `corpus`, as
 //! run from fuzz/) gets one directory per target with `seed-NN` files.
-//! Files libFuzzer added beside them (named by their SHA-1) are left alone.
+//! Other files beside them (`found-*`, `grown-NN`) are left alone.
 
 use std::path::PathBuf;
 
