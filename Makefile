@@ -4,8 +4,8 @@
 CARGO      ?= cargo
 GO         ?= go
 CBINDGEN_VERSION := 0.29.4
-# Pinned tools (cbindgen, cargo-deny) are installed here; CI points it
-# outside the clone so that a machine keeps them between runs.
+# Pinned tools (cbindgen, cargo-deny, cargo-fuzz) are installed here; CI
+# points it outside the clone so that a machine keeps them between runs.
 NRI_TOOLS  ?= $(CURDIR)/build/tools
 TOOLS      := $(NRI_TOOLS)
 CBINDGEN   := $(TOOLS)/bin/cbindgen
@@ -28,7 +28,7 @@ export CGO_LDFLAGS := -L$(NRI_LIB_DIR) $(CGO_LDFLAGS)
 NRI_VERSION := $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
 
 LINT_PHONY := lint lint-rust lint-go lint-sh lint-docs lint-deny
-.PHONY: $(LINT_PHONY) provenance pkgconfig install test-install all build demo demo-go example test test-rust test-go test-c conformance upstream-check e2e e2e-containerd e2e-crio bench bench-run header check-header fmt clean
+.PHONY: $(LINT_PHONY) fuzz fuzz-corpus provenance pkgconfig install test-install all build demo demo-go example test test-rust test-go test-c conformance upstream-check e2e e2e-containerd e2e-crio bench bench-run header check-header fmt clean
 
 all: build
 
@@ -82,6 +82,39 @@ test: check-header provenance test-rust test-go conformance test-c test-install 
 
 test-rust:
 	$(CARGO) test --workspace
+	@$(MAKE) --no-print-directory fuzz-corpus
+
+## fuzz-corpus: every fuzz target's function over its committed corpus
+## (fuzz/corpus), on stable Rust and without libFuzzer; part of `make test`.
+## It shares the workspace's target directory, so after `cargo test
+## --workspace` only the crates whose features differ are compiled again.
+fuzz-corpus:
+	$(CARGO) test --manifest-path fuzz/Cargo.toml --locked --no-default-features \
+	  --target-dir $(TARGET_DIR)
+
+## fuzz: the fuzz targets of fuzz/ (cargo-fuzz, libFuzzer; needs a nightly
+## toolchain), one after another, FUZZ_SECONDS each (default 60); fails at
+## the first crash, whose input lands in fuzz/artifacts/<target>/. Inputs
+## found go to build/fuzz/corpus, the committed seeds are only read.
+## FUZZ_TARGETS picks targets, FUZZ_FLAGS adds libFuzzer flags.
+CARGO_FUZZ_VERSION := 0.13.2
+CARGO_FUZZ := $(TOOLS)/bin/cargo-fuzz
+CARGO_NIGHTLY ?= cargo +nightly
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= mux_frames mux_stream sync_split decode merge validator validator_yaml capi
+FUZZ_FLAGS ?=
+FUZZ_CORPUS := $(CURDIR)/build/fuzz/corpus
+fuzz: $(CARGO_FUZZ)
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_CORPUS)/$$t && \
+	  echo "fuzz: $$t for $(FUZZ_SECONDS)s" && \
+	  (cd fuzz && PATH="$(TOOLS)/bin:$$PATH" $(CARGO_NIGHTLY) fuzz run $$t \
+	    $(FUZZ_CORPUS)/$$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) \
+	    -timeout=30 -rss_limit_mb=4096 -print_final_stats=1 $(FUZZ_FLAGS)) || exit 1; \
+	done
+
+$(CARGO_FUZZ):
+	$(CARGO) install --locked --root $(TOOLS) cargo-fuzz --version $(CARGO_FUZZ_VERSION)
 
 ## provenance: fail when our prose or files repeat upstream NRI's (docs/PROVENANCE.md)
 provenance:

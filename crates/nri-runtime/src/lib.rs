@@ -68,4 +68,19 @@ pub use sync::{EncodedState, PluginSyncBlock};
 
 pub(crate) use shared::Core;
 
+/// Hooks for the fuzz targets in `fuzz/` (cargo feature `fuzzing`): the
+/// reply merge the events run, and the step count that bounds its work.
+/// Not part of the API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::result::{CreateResult, MergeError, StopResult, UpdateResult};
+
+    /// Elementary merge steps counted on this thread so far (see
+    /// `result/work.rs`); a merge's work is the difference across it.
+    pub fn merge_steps() -> u64 {
+        crate::result::steps_so_far()
+    }
+}
+
 mod events;

@@ -55,7 +55,10 @@ impl<'a> EncodedState<'a> {
     /// The objects of an encoded `SynchronizeRequest`, found by walking its
     /// top-level fields only: how the C ABI receives the state. Its framing
     /// is checked; the objects' contents are not (the plugins decode them).
-    /// `more` and unknown fields are dropped, as decoding would.
+    /// `more` and unknown fields are dropped, as decoding would. A pods or
+    /// containers field with another wire type than length-delimited is
+    /// an unknown field to protobuf decoders (Go's and rust-protobuf's),
+    /// so it is skipped here too: `split` accepts whatever they accept.
     pub fn split(buf: &'a [u8]) -> protobuf::Result<Self> {
         let mut state = EncodedState::default();
         let mut is = protobuf::CodedInputStream::from_bytes(buf);
@@ -64,17 +67,18 @@ impl<'a> EncodedState<'a> {
                 (0, _) | (_, None) => return Err(malformed(format!("invalid tag {tag}"))),
                 (field, Some(wire_type)) => (field, wire_type),
             };
-            let list = match field {
-                PODS => &mut state.pods,
-                CONTAINERS => &mut state.containers,
+            let list = match (field, wire_type) {
+                (PODS, WireType::LengthDelimited) => &mut state.pods,
+                (CONTAINERS, WireType::LengthDelimited) => &mut state.containers,
+                (_, WireType::StartGroup) => {
+                    skip_group(&mut is)?;
+                    continue;
+                }
                 _ => {
                     is.skip_field(wire_type)?;
                     continue;
                 }
             };
-            if wire_type != WireType::LengthDelimited {
-                return Err(malformed(format!("field {field} is not length-delimited")));
-            }
             let len = is.read_raw_varint32()?;
             let start = is.pos() as usize;
             is.skip_raw_bytes(len)?;
@@ -94,10 +98,49 @@ impl<'a> EncodedState<'a> {
         Ok((each(pods)?, each(containers)?))
     }
 
+    /// The pods' encodings, in order (fuzzing hook).
+    #[cfg(feature = "fuzzing")]
+    #[doc(hidden)]
+    pub fn pods(&self) -> &[&'a [u8]] {
+        &self.pods
+    }
+
+    /// The containers' encodings, in order (fuzzing hook).
+    #[cfg(feature = "fuzzing")]
+    #[doc(hidden)]
+    pub fn containers(&self) -> &[&'a [u8]] {
+        &self.containers
+    }
+
+    /// The `SynchronizeRequest` synchronizing would send for all of these
+    /// objects in one message (fuzzing hook).
+    #[cfg(feature = "fuzzing")]
+    #[doc(hidden)]
+    pub fn to_message(&self, more: bool) -> Vec<u8> {
+        message(&self.pods, &self.containers, more)
+    }
+
     pub(crate) fn new(pods: &'a [Vec<u8>], containers: &'a [Vec<u8>]) -> Self {
         EncodedState {
             pods: pods.iter().map(Vec::as_slice).collect(),
             containers: containers.iter().map(Vec::as_slice).collect(),
+        }
+    }
+}
+
+/// Skips an unknown top-level group the way decoding a message does: its
+/// fields up to its end-group tag, which must come before the input ends.
+/// (`CodedInputStream::skip_field` would take the end of the input for
+/// the end of the group, which decoding refuses.)
+fn skip_group(is: &mut protobuf::CodedInputStream) -> protobuf::Result<()> {
+    loop {
+        let tag = is
+            .read_raw_tag_or_eof()?
+            .ok_or_else(|| malformed("group without its end".into()))?;
+        match (tag >> 3, WireType::new(tag & 7)) {
+            (0, _) | (_, None) => return Err(malformed(format!("invalid tag {tag}"))),
+            (_, Some(WireType::EndGroup)) => return Ok(()),
+            (_, Some(wire_type)) => is.skip_field(wire_type)?,
         }
     }
 }
@@ -432,13 +475,89 @@ mod tests {
         for (what, bad) in [
             ("truncated", good[..good.len() - 1].to_vec()),
             ("length past the end", vec![(PODS as u8 * 8) | 2, 100, 1, 2]),
-            ("pods as a varint", vec![PODS as u8 * 8, 1]),
+            ("a varint pods field cut short", vec![PODS as u8 * 8, 0x80]),
             ("field number 0", vec![2, 0]),
             ("unterminated varint", vec![0xff; 11]),
         ] {
             assert!(EncodedState::split(&bad).is_err(), "{what} accepted");
         }
         assert!(EncodedState::split(&[]).unwrap().pods.is_empty());
+    }
+
+    /// Found by the `sync_split` fuzz target: protobuf decoding takes a
+    /// pods or containers field of another wire type for an unknown
+    /// field, and split refused the whole state for it.
+    #[test]
+    fn split_skips_a_known_field_of_another_wire_type_as_decoding_does() {
+        let (pods, _) = state();
+        let mut buf = SynchronizeRequest {
+            pods: pods.clone(),
+            ..Default::default()
+        }
+        .write_to_bytes()
+        .unwrap();
+        // pods as a varint, containers as a fixed32 and as a fixed64.
+        buf.extend([PODS as u8 * 8, 1, (CONTAINERS as u8 * 8) | 5, 1, 2, 3, 4]);
+        buf.extend([(CONTAINERS as u8 * 8) | 1, 1, 2, 3, 4, 5, 6, 7, 8]);
+        let decoded = SynchronizeRequest::parse_from_bytes(&buf).unwrap();
+        let st = EncodedState::split(&buf).unwrap();
+        assert_eq!((st.pods.len(), st.containers.len()), (3, 0));
+        let again = SynchronizeRequest::parse_from_bytes(&message(&st.pods, &st.containers, false))
+            .unwrap();
+        assert_eq!(again.pods, decoded.pods);
+        assert!(again.containers.is_empty() && decoded.containers.is_empty());
+    }
+
+    /// Found by the `sync_split` fuzz target (the input `k`: field 13 opens
+    /// a group and the input ends): decoding refuses a group without its
+    /// end, split took the end of the input for it.
+    #[test]
+    fn split_refuses_an_unknown_group_without_its_end_as_decoding_does() {
+        let (pods, _) = state();
+        let good = SynchronizeRequest {
+            pods,
+            ..Default::default()
+        }
+        .write_to_bytes()
+        .unwrap();
+        let open = |field: u8| (field << 3) | 3;
+        let close = |field: u8| (field << 3) | 4;
+        for (what, tail, ok) in [
+            ("only the start", vec![open(13)], false),
+            ("a field, no end", vec![open(13), 8, 1], false),
+            (
+                "a nested group ended by the input",
+                vec![open(13), open(14), close(14)],
+                false,
+            ),
+            ("a stray end", vec![close(13)], false),
+            ("a whole group", vec![open(13), 8, 1, close(13)], true),
+            (
+                "nested groups",
+                vec![open(13), open(14), close(14), close(13)],
+                true,
+            ),
+        ] {
+            let buf = [&good[..], &tail].concat();
+            let decoded = SynchronizeRequest::parse_from_bytes(&buf);
+            assert_eq!(decoded.is_ok(), ok, "{what}: decoding");
+            assert_eq!(EncodedState::split(&buf).is_ok(), ok, "{what}: split");
+        }
+    }
+
+    /// Found by the `sync_split` fuzz target: rust-protobuf 3.7 decodes a
+    /// message whose last object claims more bytes than are left as if
+    /// the object ended there (Go's decoder says "unexpected EOF"). Split
+    /// keeps refusing it: forwarding a cut object would hand the plugin
+    /// bytes that do not frame.
+    #[test]
+    fn split_refuses_a_last_object_cut_short_that_rust_protobuf_takes() {
+        let cut = [(PODS as u8 * 8) | 2, 42, 8, 1, 8, 2];
+        assert!(
+            SynchronizeRequest::parse_from_bytes(&cut).is_ok(),
+            "rust-protobuf now refuses a cut-short object: the fuzz target's exception can go"
+        );
+        assert!(EncodedState::split(&cut).is_err());
     }
 
     #[test]

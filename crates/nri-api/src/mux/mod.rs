@@ -76,6 +76,17 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+/// The framing code for the fuzz targets in `fuzz/` (cargo feature
+/// `fuzzing`); not part of the API.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use super::frame::{
+        decode_header, encode_header, ttrpc_frames, ttrpc_payload_len, Assembler, OversizedMessage,
+        FIRST_FRAME_PAYLOAD, GO_BUFIO_SIZE,
+    };
+}
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 

@@ -36,6 +36,8 @@ use claims::*;
 use resources::*;
 use update::*;
 use work::steps;
+#[cfg(feature = "fuzzing")]
+pub(crate) use work::steps_so_far;
 
 /// Why merging a plugin's reply failed. The message is upstream's.
 #[derive(Debug, Clone, PartialEq, Eq)]

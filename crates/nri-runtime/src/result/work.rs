@@ -10,15 +10,27 @@
 //!   and bytes, which catches copies of growing collections wherever they
 //!   happen, in this crate or in `nri-api`.
 //!
-//! Outside tests [`steps`] compiles to nothing.
+//! Outside tests [`steps`] compiles to nothing, unless the `fuzzing`
+//! feature asks for the step count (the fuzz targets bound the work by it).
+
+#[cfg(any(test, feature = "fuzzing"))]
+thread_local! {
+    pub(super) static STEPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
 /// Records `n` elementary steps of merging.
 #[inline(always)]
 pub(super) fn steps(n: usize) {
-    #[cfg(test)]
-    counted::STEPS.with(|s| s.set(s.get() + n as u64));
-    #[cfg(not(test))]
+    #[cfg(any(test, feature = "fuzzing"))]
+    STEPS.with(|s| s.set(s.get() + n as u64));
+    #[cfg(not(any(test, feature = "fuzzing")))]
     let _ = n;
+}
+
+/// The steps counted on this thread so far.
+#[cfg(feature = "fuzzing")]
+pub(crate) fn steps_so_far() -> u64 {
+    STEPS.with(std::cell::Cell::get)
 }
 
 #[cfg(test)]
@@ -29,8 +41,9 @@ mod counted {
     use std::alloc::{GlobalAlloc, Layout, System};
     use std::cell::Cell;
 
+    use super::STEPS;
+
     thread_local! {
-        pub(super) static STEPS: Cell<u64> = const { Cell::new(0) };
         static ALLOCS: Cell<u64> = const { Cell::new(0) };
         static BYTES: Cell<u64> = const { Cell::new(0) };
     }

@@ -1,0 +1,3 @@
+#![no_main]
+// The target's code is nri_fuzz::validator_yaml (src/), shared with the corpus test.
+libfuzzer_sys::fuzz_target!(|data: &[u8]| nri_fuzz::validator_yaml(data));

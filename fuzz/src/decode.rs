@@ -1,0 +1,69 @@
+//! Every decoder of bytes a plugin sends the runtime: the ttrpc envelopes,
+//! the plugin's requests to the Runtime service and its replies to each
+//! event, and the checks the runtime makes on what they carry.
+
+use nri_api::*;
+use protobuf::Message;
+
+/// Parses `bytes` as `M`; what parses must survive re-encoding unchanged.
+fn roundtrip<M: Message + PartialEq>(bytes: &[u8]) -> Option<M> {
+    let msg = M::parse_from_bytes(bytes).ok()?;
+    let again = msg.write_to_bytes().expect("encoding a decoded message");
+    assert_eq!(
+        msg.compute_size() as usize,
+        again.len(),
+        "{}: computed size differs from the encoding",
+        M::NAME
+    );
+    let back = M::parse_from_bytes(&again).expect("decoding a re-encoded message");
+    assert!(back == msg, "{}: changed by re-encoding", M::NAME);
+    Some(msg)
+}
+
+/// A plugin's request to the runtime (the Runtime service's methods).
+fn requests(bytes: &[u8]) {
+    if let Some(req) = roundtrip::<RegisterPluginRequest>(bytes) {
+        // What the runtime checks of a registration.
+        let _ = check_plugin_name(&req.plugin_name);
+        let _ = check_plugin_index(&req.plugin_idx);
+        let full = format!("{}-{}", req.plugin_idx, req.plugin_name);
+        let _ = parse_plugin_name(&full);
+    }
+    if let Some(req) = roundtrip::<UpdateContainersRequest>(bytes) {
+        for u in &req.update {
+            let _ = u.container_id.len();
+        }
+    }
+    roundtrip::<LogRequest>(bytes);
+}
+
+/// A plugin's reply to each request the runtime sends it.
+fn replies(bytes: &[u8]) {
+    if let Some(rsp) = roundtrip::<ConfigureResponse>(bytes) {
+        let mask = EventMask::from_raw(rsp.events);
+        let _ = (mask.invalid_bits(), mask.events().count(), mask.is_empty());
+    }
+    roundtrip::<SynchronizeResponse>(bytes);
+    roundtrip::<Empty>(bytes);
+    roundtrip::<UpdatePodSandboxResponse>(bytes);
+    roundtrip::<CreateContainerResponse>(bytes);
+    roundtrip::<UpdateContainerResponse>(bytes);
+    roundtrip::<StopContainerResponse>(bytes);
+    roundtrip::<ValidateContainerAdjustmentResponse>(bytes);
+    roundtrip::<UpdateContainersResponse>(bytes);
+}
+
+/// Input: any bytes, parsed as every message a plugin may send and as the
+/// ttrpc envelopes around them (whose payloads are parsed in turn). No
+/// panic; whatever parses re-encodes to the same message.
+pub fn decode(data: &[u8]) {
+    requests(data);
+    replies(data);
+    if let Some(req) = roundtrip::<::ttrpc::Request>(data) {
+        requests(&req.payload);
+    }
+    if let Some(rsp) = roundtrip::<::ttrpc::Response>(data) {
+        replies(&rsp.payload);
+        let _ = rsp.status.message.len();
+    }
+}
