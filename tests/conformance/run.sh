@@ -19,7 +19,8 @@
 # against it. One report line per release:
 #   upstream NRI vX pkg/adaptation suite on nri-rs: N passed, M failed, K skipped (known differences: ...)
 # and the run fails when a test fails that is not listed, when a listed one
-# does not fail, or when a release's suite does not build.
+# does not fail, when a release's suite does not build, or when the core
+# panicked (caught, but printed) anywhere in it.
 #
 # Needs pkg-config to find nri.pc and libnri.a (the Makefile points
 # PKG_CONFIG_PATH at what `make build` writes). Releases run one after the
@@ -118,6 +119,13 @@ MOD
             echo "upstream NRI $version pkg/adaptation suite on nri-rs: did not run (no ginkgo report)"
             return 1
         fi
+    fi
+    # The core catches its panics at the C ABI, and Rust's hook prints each
+    # to the daemon's stderr: any is a bug, whatever the tests say.
+    if grep -q "^thread '.*' panicked at" "$mod/test.log"; then
+        grep -A1 "^thread '.*' panicked at" "$mod/test.log" | head -6
+        echo "upstream NRI $version pkg/adaptation suite on nri-rs: the core panicked"
+        return 1
     fi
     if ! python3 "$conformance_dir/known.py" "$list" judge "$version" "$kind" "$report" "$mod/test.log" "$rc" "${left_out[@]}"; then
         # ginkgo's report has no output of the test binary; its log does.

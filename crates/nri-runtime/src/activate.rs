@@ -71,6 +71,7 @@ pub(crate) async fn start_plugins(
     let cb = SyncCb::new(
         sync::SyncTargets::Started(started.clone()),
         core.request_timeout(),
+        core.next_stop(),
     );
     if let Err(e) = core.sync_fn.sync(cb).await {
         for p in &started {
@@ -109,6 +110,7 @@ pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
     let cb = SyncCb::new(
         sync::SyncTargets::External(Arc::clone(&plugin)),
         core.request_timeout(),
+        core.next_stop(),
     );
     match core.sync_fn.sync(cb).await {
         Ok(()) if !plugin.is_closed() => {

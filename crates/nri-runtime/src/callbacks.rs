@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
+use super::shared::NextStop;
 use super::sync::{EncodedState, SyncTargets};
 use super::{BoxError, Error};
 use nri_api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
@@ -61,13 +62,15 @@ where
 pub struct SyncCb {
     targets: Arc<SyncTargets>,
     timeout: Duration,
+    stop: NextStop,
 }
 
 impl SyncCb {
-    pub(crate) fn new(targets: SyncTargets, timeout: Duration) -> SyncCb {
+    pub(crate) fn new(targets: SyncTargets, timeout: Duration, stop: NextStop) -> SyncCb {
         SyncCb {
             targets: Arc::new(targets),
             timeout,
+            stop,
         }
     }
 
@@ -87,11 +90,24 @@ impl SyncCb {
 
     /// As [`call`](Self::call), with the state already encoded: how the C
     /// ABI hands it over, so that it is forwarded without being decoded.
+    ///
+    /// Once the adaptation is stopped it fails with [`Error::NotRunning`]
+    /// and reaches no plugin: the runtime's callback may still be running
+    /// on its own thread while the adaptation's runtime shuts down, whose
+    /// timers must not be touched then (tokio panics).
     pub async fn call_encoded(
         &self,
         state: &EncodedState<'_>,
     ) -> Result<Vec<ContainerUpdate>, Error> {
-        self.targets.synchronize(state, self.timeout).await
+        if self.stop.has_happened() {
+            return Err(Error::NotRunning);
+        }
+        let mut stop = self.stop.clone();
+        tokio::select! {
+            biased;
+            () = stop.wait() => Err(Error::NotRunning),
+            result = self.targets.synchronize(state, self.timeout) => result,
+        }
     }
 }
 

@@ -110,14 +110,20 @@ impl Core {
         F: Future<Output = ()> + Send + 'static,
     {
         let Some(handle) = self.handle() else { return };
-        let mut epoch = self.epoch.subscribe();
-        let started = *epoch.borrow_and_update();
+        let mut stopped = self.next_stop();
         handle.spawn(async move {
             tokio::select! {
                 () = f => {}
-                _ = epoch.wait_for(|e| *e != started) => {}
+                () = stopped.wait() => {}
             }
         });
+    }
+
+    /// The next stop from now on.
+    pub(crate) fn next_stop(&self) -> NextStop {
+        let mut epoch = self.epoch.subscribe();
+        let started = *epoch.borrow_and_update();
+        NextStop { epoch, started }
     }
 
     /// Takes the event lock for one event, if the adaptation is running.
@@ -227,5 +233,26 @@ impl Core {
             p.close();
         }
         self.metrics.update_plugin_count(0);
+    }
+}
+
+/// Resolves once the adaptation is stopped after it was made. Needs no
+/// runtime: it is how a runtime callback's thread learns that the
+/// adaptation's runtime is going away, before touching its timers.
+#[derive(Clone)]
+pub(crate) struct NextStop {
+    epoch: tokio::sync::watch::Receiver<u64>,
+    started: u64,
+}
+
+impl NextStop {
+    pub(crate) async fn wait(&mut self) {
+        let started = self.started;
+        // An error means the sender, the Core, is gone: stopped for good.
+        let _ = self.epoch.wait_for(|e| *e != started).await;
+    }
+
+    pub(crate) fn has_happened(&self) -> bool {
+        *self.epoch.borrow() != self.started
     }
 }
