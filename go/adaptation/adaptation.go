@@ -393,6 +393,18 @@ func (r *Adaptation) Stop() {
 	runtime.KeepAlive(r)
 }
 
+// hasPlugin tells whether a plugin of this full name (idx-name) is active:
+// registered, with its connection open. Like skips, it never waits for an
+// event in progress.
+func (r *Adaptation) hasPlugin(name string) bool {
+	if r.core == nil {
+		return false
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	return bool(C.nri_adaptation_has_plugin(r.core, cname))
+}
+
 type cEvent func(a *C.nri_adaptation, req *C.uint8_t, n C.size_t, cerr **C.nri_error) C.nri_status
 type cEventWithResponse func(a *C.nri_adaptation, req *C.uint8_t, n C.size_t, rsp *C.nri_buffer, cerr **C.nri_error) C.nri_status
 

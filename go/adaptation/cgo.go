@@ -23,6 +23,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/containerd/ttrpc"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -86,8 +87,11 @@ func causeOf(status C.nri_status, msg string) error {
 
 // callError is the Go error of a plugin call the core reported as text.
 func callError(text string) error {
-	if text == context.DeadlineExceeded.Error() {
+	switch text {
+	case context.DeadlineExceeded.Error():
 		return context.DeadlineExceeded
+	case ttrpc.ErrClosed.Error():
+		return ttrpc.ErrClosed
 	}
 	rest, ok := strings.CutPrefix(text, "rpc error: code = ")
 	if !ok {

@@ -8,3 +8,11 @@ func WithTestNRIVersion(v string) Option {
 		return nil
 	}
 }
+
+// PluginClosed gives a function that tells whether the named plugin's
+// connection is closed, for tests that wait for the adaptation to notice
+// one (upstream has the same test-only method). Each call of it asks the
+// core, without waiting for an event in progress.
+func (r *Adaptation) PluginClosed(name string) func() bool {
+	return func() bool { return !r.hasPlugin(name) }
+}

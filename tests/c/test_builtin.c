@@ -97,6 +97,25 @@ static void wants_event_follows_subscriptions_and_validators(void **state)
     assert_true(nri_adaptation_wants_event(a, NRI_BUILTIN_OP_RUN_POD_SANDBOX));
 }
 
+/* Whether a plugin is active, by its full name (idx-name): only while the
+ * adaptation runs; never for a NULL handle or name. */
+static void has_plugin_names_the_active_plugins(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    fixture_add(f, &f->rec, "creates-only", "10", EVENT_BIT(NRI_BUILTIN_OP_CREATE_CONTAINER));
+    nri_adaptation *a = fixture_new(f);
+    assert_false(nri_adaptation_has_plugin(a, "10-creates-only"));
+    assert_ok(nri_adaptation_start(a, &err), &err);
+    assert_true(nri_adaptation_has_plugin(a, "10-creates-only"));
+    assert_false(nri_adaptation_has_plugin(a, "creates-only"));
+    assert_false(nri_adaptation_has_plugin(a, "20-creates-only"));
+    assert_false(nri_adaptation_has_plugin(a, NULL));
+    assert_false(nri_adaptation_has_plugin(NULL, "10-creates-only"));
+    assert_ok(nri_adaptation_stop(a, &err), &err);
+    assert_false(nri_adaptation_has_plugin(a, "10-creates-only"));
+}
+
 static void a_validator_wants_every_creation(void **state)
 {
     fixture *f = *state;
@@ -251,6 +270,7 @@ int main(void)
         FIXTURE_TEST(plugins_adjust_in_index_order),
         FIXTURE_TEST(subscription_comes_from_the_events_mask),
         FIXTURE_TEST(wants_event_follows_subscriptions_and_validators),
+        FIXTURE_TEST(has_plugin_names_the_active_plugins),
         FIXTURE_TEST(a_validator_wants_every_creation),
         FIXTURE_TEST(a_validator_rejects_with_its_reason),
         FIXTURE_TEST(handler_errors_fail_the_event),

@@ -575,6 +575,17 @@ nri_status nri_adaptation_stop(const struct nri_adaptation *a, struct nri_error 
 bool nri_adaptation_wants_event(const struct nri_adaptation *a, int32_t event);
 
 /**
+ * Whether a plugin of full name `name` (`idx-name`, e.g. `10-logger`) is
+ * active: registered and its connection open. False for a NULL handle, a
+ * NULL or non-UTF-8 name, or a plugin that is gone or closing. Never
+ * blocks on an event in progress.
+ *
+ * # Safety
+ * `a` is NULL or a live handle; `name` is NULL or a NUL-terminated string.
+ */
+bool nri_adaptation_has_plugin(const struct nri_adaptation *a, const char *name);
+
+/**
  * Stops the adaptation if needed and releases it; the callbacks' user data
  * finalizers run once every callback has returned. NULL is a no-op.
  *

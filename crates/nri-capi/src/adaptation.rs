@@ -155,6 +155,31 @@ pub unsafe extern "C" fn nri_adaptation_wants_event(a: *const nri_adaptation, ev
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(wants)).unwrap_or(true)
 }
 
+/// Whether a plugin of full name `name` (`idx-name`, e.g. `10-logger`) is
+/// active: registered and its connection open. False for a NULL handle, a
+/// NULL or non-UTF-8 name, or a plugin that is gone or closing. Never
+/// blocks on an event in progress.
+///
+/// # Safety
+/// `a` is NULL or a live handle; `name` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_has_plugin(
+    a: *const nri_adaptation,
+    name: *const c_char,
+) -> bool {
+    let has = || {
+        // SAFETY: nri_adaptation_has_plugin's contract: `a` is NULL or a
+        // live handle.
+        let Some(a) = (unsafe { nri_adaptation::get(a) }) else {
+            return false;
+        };
+        // SAFETY: nri_adaptation_has_plugin's contract: `name` is NULL or
+        // NUL-terminated.
+        unsafe { str_arg("name", name) }.is_ok_and(|name| a.inner.has_plugin(name))
+    };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(has)).unwrap_or(false)
+}
+
 /// Stops the adaptation if needed and releases it; the callbacks' user data
 /// finalizers run once every callback has returned. NULL is a no-op.
 ///

@@ -91,6 +91,7 @@ impl From<Error> for Failure {
             | Error::Timeout { .. }
             | Error::EventTimeout { .. }
             | Error::RequestFailed { .. }
+            | Error::Closed { .. }
             | Error::Transport { .. } => nri_status::PluginFailed,
             Error::Merge(_) => nri_status::Conflict,
             Error::Rejected { .. } | Error::ValidatorFailed { .. } => nri_status::Rejected,

@@ -235,6 +235,15 @@ impl Adaptation {
             .map_or(0, |h| h.metrics().num_alive_tasks())
     }
 
+    /// Whether a plugin of this full name (`idx-name`) is active: registered
+    /// and its connection open.
+    pub fn has_plugin(&self, name: &str) -> bool {
+        self.core
+            .snapshot()
+            .iter()
+            .any(|p| p.name == name && !p.is_closed())
+    }
+
     /// The full names (`idx-name`) of the active plugins, in invocation order.
     pub fn plugins(&self) -> Vec<String> {
         self.core

@@ -58,7 +58,18 @@ pub enum Error {
         op: &'static str,
         reason: Box<Error>,
     },
-    /// The connection to a plugin failed or the plugin broke the protocol.
+    /// The connection to a plugin was lost, or was gone, during a call. The
+    /// text is Go's `ttrpc.ErrClosed`, the error upstream's call returns
+    /// then and wraps (`plugin P failed to handle OP request: ttrpc:
+    /// closed`); `detail` is what ttrpc-rust said.
+    #[error("ttrpc: closed")]
+    Closed {
+        plugin: String,
+        op: &'static str,
+        detail: String,
+    },
+    /// The plugin broke the protocol (a reply it could not have sent, one
+    /// over the size limit, bytes that do not decode).
     #[error("plugin {plugin}: {op} failed: {reason}")]
     Transport {
         plugin: String,
@@ -80,7 +91,10 @@ impl Error {
     /// Transport failures and timeouts drop the plugin but let the event go
     /// on (upstream's "fatal" errors: closed, protocol, deadline exceeded).
     pub(crate) fn is_fatal_for_plugin(&self) -> bool {
-        matches!(self, Error::Timeout { .. } | Error::Transport { .. })
+        matches!(
+            self,
+            Error::Timeout { .. } | Error::Closed { .. } | Error::Transport { .. }
+        )
     }
 }
 

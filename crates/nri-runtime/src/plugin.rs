@@ -493,7 +493,7 @@ impl Plugin {
     /// before writing anything) and is not the plugin's fault: the request
     /// fails with Go ttrpc's `ResourceExhausted` and the plugin stays.
     /// ttrpc's own deadline is a timeout, as in Go, where the call returns
-    /// `context.DeadlineExceeded`.
+    /// `context.DeadlineExceeded`; a lost connection is Go's `ErrClosed`.
     fn ttrpc_error(&self, op: &'static str, e: ttrpc::Error) -> Error {
         if is_request_deadline(&e) {
             return Error::Timeout {
@@ -523,6 +523,14 @@ impl Plugin {
                 plugin: self.name.clone(),
                 code: grpc_code_name(status.code.value()),
                 message: status.message,
+            },
+            ttrpc::Error::Socket(_)
+            | ttrpc::Error::LocalClosed
+            | ttrpc::Error::RemoteClosed
+            | ttrpc::Error::Eof => Error::Closed {
+                plugin: self.name.clone(),
+                op,
+                detail: e.to_string(),
             },
             other => Error::Transport {
                 plugin: self.name.clone(),
