@@ -162,8 +162,8 @@ $(CARGO_DENY):
 # `./...` stops at a module boundary, so each is vetted and tested.
 GO_MODULES := go go/tests
 # The upstream releases go/adaptation must build against (build-against.sh
-# checks it built exactly that one); v0.10.x and v0.11.x do not build yet.
-BUILD_AGAINST_VERSIONS := v0.12.0 v0.12.1 v0.12.2 v0.12.3 v0.12.4 v0.12.5
+# checks it built exactly that one, and runs its release-neutral tests).
+BUILD_AGAINST_VERSIONS := v0.10.0 v0.11.0 v0.12.0 v0.12.1 v0.12.2 v0.12.3 v0.12.4 v0.12.5
 GO_TEST_BINS := NRI_BENCH_BIN=$(TARGET_DIR)/debug NRI_RS_BIN_DIR=$(TARGET_DIR)/debug \
   NRI_RS_INTEROP_PLUGIN=$(TARGET_DIR)/debug/nri-interop-plugin \
   NRI_RS_LOGGER_PLUGIN=$(TARGET_DIR)/debug/nri-logger NRI_WIRE_ECHO=$(TARGET_DIR)/debug/nri-wire-echo
@@ -202,7 +202,7 @@ test-install: build
 	CARGO="$(CARGO)" tests/install/plugin-outside.sh
 
 ## conformance: upstream's own pkg/adaptation suite of each release from
-## v0.12.0 to v0.12.5 against go/adaptation, judged by
+## v0.10.0 to v0.12.5 against go/adaptation, judged by
 ## tests/conformance/known-differences.txt; one report line per release
 conformance: build
 	tests/conformance/run.sh

@@ -25,8 +25,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"runtime/cgo"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -34,7 +36,6 @@ import (
 	"github.com/containerd/nri/pkg/adaptation/builtin"
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/log"
-	nriver "github.com/containerd/nri/pkg/version"
 	validator "github.com/containerd/nri/plugins/default-validator/builtin"
 	"github.com/containerd/ttrpc"
 	"google.golang.org/protobuf/proto"
@@ -223,7 +224,7 @@ func New(name, version string, syncFn SyncFn, updateFn UpdateFn, opts ...Option)
 	r := &Adaptation{
 		name:       name,
 		version:    version,
-		nriVersion: nriver.GetFromBuildInfo(),
+		nriVersion: runtimeNRIVersion(),
 		syncFn:     syncFn,
 		updateFn:   updateFn,
 		pluginPath: DefaultPluginPath,
@@ -352,19 +353,20 @@ func (r *Adaptation) createCore() error {
 }
 
 // validatorConfigJSON encodes the default validator configuration with
-// upstream's YAML keys, which the core reads.
+// upstream's YAML keys, which the core reads. The keys come from the
+// struct's own tags, so the fields are those of the release the runtime
+// builds with (v0.10.x has no rejectSysctlAdjustment).
 func validatorConfigJSON(cfg *validator.DefaultValidatorConfig) (string, error) {
-	b, err := json.Marshal(map[string]any{
-		"enable":                                cfg.Enable,
-		"rejectOCIHookAdjustment":               cfg.RejectOCIHookAdjustment,
-		"rejectRuntimeDefaultSeccompAdjustment": cfg.RejectRuntimeDefaultSeccompAdjustment,
-		"rejectUnconfinedSeccompAdjustment":     cfg.RejectUnconfinedSeccompAdjustment,
-		"rejectCustomSeccompAdjustment":         cfg.RejectCustomSeccompAdjustment,
-		"rejectNamespaceAdjustment":             cfg.RejectNamespaceAdjustment,
-		"rejectSysctlAdjustment":                cfg.RejectSysctlAdjustment,
-		"requiredPlugins":                       cfg.RequiredPlugins,
-		"tolerateMissingPluginsAnnotation":      cfg.TolerateMissingAnnotation,
-	})
+	fields := map[string]any{}
+	v := reflect.ValueOf(cfg).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		key, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("yaml"), ",")
+		if key == "" || key == "-" || !v.Type().Field(i).IsExported() {
+			continue
+		}
+		fields[key] = v.Field(i).Interface()
+	}
+	b, err := json.Marshal(fields)
 	return string(b), err
 }
 
@@ -456,7 +458,7 @@ func (r *Adaptation) event(ctx context.Context, ev api.Event, req proto.Message,
 	if r.skips(ev) {
 		return nil
 	}
-	bp, err := marshal(req)
+	bp, err := encodeEvent(ev, req)
 	defer releaseBuffer(bp)
 	if err != nil {
 		return err

@@ -63,23 +63,16 @@ type (
 	LinuxResources                      = api.LinuxResources
 	LinuxCPU                            = api.LinuxCPU
 	LinuxMemory                         = api.LinuxMemory
-	LinuxMemoryPolicy                   = api.LinuxMemoryPolicy
 	LinuxDevice                         = api.LinuxDevice
 	LinuxDeviceCgroup                   = api.LinuxDeviceCgroup
 	LinuxIOPriority                     = api.LinuxIOPriority
 	LinuxSeccomp                        = api.LinuxSeccomp
-	LinuxNetDevice                      = api.LinuxNetDevice
-	LinuxScheduler                      = api.LinuxScheduler
-	LinuxSchedulerPolicy                = api.LinuxSchedulerPolicy
-	LinuxSchedulerFlag                  = api.LinuxSchedulerFlag
-	LinuxRdt                            = api.LinuxRdt
 	CDIDevice                           = api.CDIDevice
 	HugepageLimit                       = api.HugepageLimit
 	Hooks                               = api.Hooks
 	Hook                                = api.Hook
 	POSIXRlimit                         = api.POSIXRlimit
 	SecurityProfile                     = api.SecurityProfile
-	User                                = api.User
 	Event                               = api.Event
 	EventMask                           = api.EventMask
 	OptionalString                      = api.OptionalString
@@ -122,7 +115,6 @@ const (
 
 var (
 	String                 = api.String
-	RepeatedString         = api.RepeatedString
 	Int                    = api.Int
 	Int32                  = api.Int32
 	UInt32                 = api.UInt32

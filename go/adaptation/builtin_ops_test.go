@@ -1,5 +1,9 @@
 package adaptation
 
+// The tests of this file run against every NRI release go/adaptation
+// builds against (tests/conformance/build-against.sh): they name nothing a
+// release may lack.
+
 import (
 	"context"
 	"reflect"
@@ -8,6 +12,8 @@ import (
 
 	"github.com/containerd/nri/pkg/adaptation/builtin"
 	"github.com/containerd/nri/pkg/api"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 // camel turns an api.Event name (RUN_POD_SANDBOX) into the name of its
@@ -20,16 +26,27 @@ func camel(name string) string {
 	return b.String()
 }
 
+// handled is what a recording handler saw: its name and the ids of the pod and
+// the container of its request.
+type handled struct{ name, pod, container string }
+
 // recordingHandlers sets every handler of BuiltinHandlers to one that
-// records its field name, whatever its signature, and answers with
-// empty responses.
-func recordingHandlers(called *[]string) builtin.BuiltinHandlers {
+// records its call, whatever its signature, and answers with empty
+// responses.
+func recordingHandlers(called *[]handled) builtin.BuiltinHandlers {
 	var h builtin.BuiltinHandlers
 	v := reflect.ValueOf(&h).Elem()
 	for i := 0; i < v.NumField(); i++ {
 		name, typ := v.Type().Field(i).Name, v.Field(i).Type()
-		v.Field(i).Set(reflect.MakeFunc(typ, func([]reflect.Value) []reflect.Value {
-			*called = append(*called, name)
+		v.Field(i).Set(reflect.MakeFunc(typ, func(args []reflect.Value) []reflect.Value {
+			c := handled{name: name}
+			if req, ok := args[1].Interface().(interface{ GetPod() *api.PodSandbox }); ok {
+				c.pod = req.GetPod().GetId()
+			}
+			if req, ok := args[1].Interface().(interface{ GetContainer() *api.Container }); ok {
+				c.container = req.GetContainer().GetId()
+			}
+			*called = append(*called, c)
 			out := make([]reflect.Value, typ.NumOut())
 			for j := range out {
 				// An empty response, not nil: BuiltinPlugin reads it.
@@ -45,17 +62,47 @@ func recordingHandlers(called *[]string) builtin.BuiltinHandlers {
 	return h
 }
 
+// eventRequest encodes what the core sends a builtin plugin for an event:
+// pod = 1 and, for a container's event, container = 2, in every request.
+func eventRequest(t *testing.T, name string) (data []byte, pod, container string) {
+	t.Helper()
+	field := func(num protowire.Number, m proto.Message) {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = protowire.AppendTag(data, num, protowire.BytesType)
+		data = protowire.AppendBytes(data, b)
+	}
+	pod = "pod-of-" + name
+	field(1, &api.PodSandbox{Id: pod})
+	if !strings.Contains(name, "POD_SANDBOX") {
+		container = "container-of-" + name
+		field(2, &api.Container{Id: container})
+	}
+	return data, pod, container
+}
+
 // The builtin op table is numbered by hand after nri.h's nri_builtin_op,
 // whose event ops carry the numbers of api.Event (the Rust side checks
-// that). Here: every event number reaches the handler of that event's
-// name, and the only other ops are Configure and Synchronize.
+// that), in two tables (builtinOps and builtinStateOps). Here: every event number reaches the handler of that event's
+// name with the request's pod and container, and the only other ops are
+// Configure and Synchronize.
 func TestBuiltinOpsFollowTheAPIsEvents(t *testing.T) {
 	byNumber := map[uint32]func(context.Context, *builtin.BuiltinPlugin, []byte) (interface{}, error){}
-	for op, call := range builtinOps {
-		call := call
-		byNumber[uint32(op)] = func(ctx context.Context, b *builtin.BuiltinPlugin, in []byte) (interface{}, error) {
+	add := func(op uint32, call func(context.Context, *builtin.BuiltinPlugin, []byte) (proto.Message, error)) {
+		if _, twice := byNumber[op]; twice {
+			t.Errorf("builtin op %d is in both tables", op)
+		}
+		byNumber[op] = func(ctx context.Context, b *builtin.BuiltinPlugin, in []byte) (interface{}, error) {
 			return call(ctx, b, in)
 		}
+	}
+	for op, call := range builtinOps {
+		add(uint32(op), call)
+	}
+	for op, call := range builtinStateOps {
+		add(uint32(op), call)
 	}
 	events := 0
 	for n, name := range api.Event_name {
@@ -68,20 +115,21 @@ func TestBuiltinOpsFollowTheAPIsEvents(t *testing.T) {
 			t.Errorf("no builtin op numbered %d (%s)", n, name)
 			continue
 		}
-		var called []string
+		var called []handled
 		b := &builtin.BuiltinPlugin{Base: "ops", Index: "00", Handlers: recordingHandlers(&called)}
-		if _, err := call(context.Background(), b, nil); err != nil {
+		req, pod, container := eventRequest(t, name)
+		if _, err := call(context.Background(), b, req); err != nil {
 			t.Errorf("op %d (%s): %v", n, name, err)
 		}
-		if want := camel(name); len(called) != 1 || called[0] != want {
-			t.Errorf("op %d (%s) called %v, want [%s]", n, name, called, want)
+		if want := (handled{camel(name), pod, container}); len(called) != 1 || called[0] != want {
+			t.Errorf("op %d (%s) called %+v, want [%+v]", n, name, called, want)
 		}
 	}
 	if extra := len(byNumber) - events; extra != 2 {
 		t.Errorf("%d builtin ops besides the %d events, want 2 (Configure, Synchronize)", extra, events)
 	}
 	for _, want := range []string{"Configure", "Synchronize"} {
-		var called []string
+		var called []handled
 		b := &builtin.BuiltinPlugin{Base: "ops", Index: "00", Handlers: recordingHandlers(&called)}
 		found := false
 		for n, call := range byNumber {
@@ -90,7 +138,7 @@ func TestBuiltinOpsFollowTheAPIsEvents(t *testing.T) {
 			}
 			called = called[:0]
 			_, _ = call(context.Background(), b, nil)
-			if len(called) == 1 && called[0] == want {
+			if len(called) == 1 && called[0].name == want {
 				found = true
 			}
 		}

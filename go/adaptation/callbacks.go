@@ -87,23 +87,16 @@ func nriGoUpdate(h C.uintptr_t, req *C.uint8_t, n C.size_t, reply *C.nri_reply) 
 
 // builtinOps decodes a builtin plugin request and calls the matching method
 // of upstream's builtin.BuiltinPlugin, which also does upstream's
-// defaulting (e.g. events derived from the handlers that are set).
+// defaulting (e.g. events derived from the handlers that are set). The
+// events without a response are in builtinStateOps, which depends on the
+// NRI release (builtin_v0_12_0.go).
 var builtinOps = map[C.uint32_t]func(context.Context, *builtin.BuiltinPlugin, []byte) (proto.Message, error){
-	C.NRI_BUILTIN_OP_CONFIGURE:               builtinCall((*builtin.BuiltinPlugin).Configure),
-	C.NRI_BUILTIN_OP_SYNCHRONIZE:             builtinCall((*builtin.BuiltinPlugin).Synchronize),
-	C.NRI_BUILTIN_OP_RUN_POD_SANDBOX:         builtinCall((*builtin.BuiltinPlugin).RunPodSandbox),
-	C.NRI_BUILTIN_OP_UPDATE_POD_SANDBOX:      builtinCall((*builtin.BuiltinPlugin).UpdatePodSandbox),
-	C.NRI_BUILTIN_OP_POST_UPDATE_POD_SANDBOX: builtinCall((*builtin.BuiltinPlugin).PostUpdatePodSandbox),
-	C.NRI_BUILTIN_OP_STOP_POD_SANDBOX:        builtinCall((*builtin.BuiltinPlugin).StopPodSandbox),
-	C.NRI_BUILTIN_OP_REMOVE_POD_SANDBOX:      builtinCall((*builtin.BuiltinPlugin).RemovePodSandbox),
-	C.NRI_BUILTIN_OP_CREATE_CONTAINER:        builtinCall((*builtin.BuiltinPlugin).CreateContainer),
-	C.NRI_BUILTIN_OP_POST_CREATE_CONTAINER:   builtinCall((*builtin.BuiltinPlugin).PostCreateContainer),
-	C.NRI_BUILTIN_OP_START_CONTAINER:         builtinCall((*builtin.BuiltinPlugin).StartContainer),
-	C.NRI_BUILTIN_OP_POST_START_CONTAINER:    builtinCall((*builtin.BuiltinPlugin).PostStartContainer),
-	C.NRI_BUILTIN_OP_UPDATE_CONTAINER:        builtinCall((*builtin.BuiltinPlugin).UpdateContainer),
-	C.NRI_BUILTIN_OP_POST_UPDATE_CONTAINER:   builtinCall((*builtin.BuiltinPlugin).PostUpdateContainer),
-	C.NRI_BUILTIN_OP_STOP_CONTAINER:          builtinCall((*builtin.BuiltinPlugin).StopContainer),
-	C.NRI_BUILTIN_OP_REMOVE_CONTAINER:        builtinCall((*builtin.BuiltinPlugin).RemoveContainer),
+	C.NRI_BUILTIN_OP_CONFIGURE:          builtinCall((*builtin.BuiltinPlugin).Configure),
+	C.NRI_BUILTIN_OP_SYNCHRONIZE:        builtinCall((*builtin.BuiltinPlugin).Synchronize),
+	C.NRI_BUILTIN_OP_UPDATE_POD_SANDBOX: builtinCall((*builtin.BuiltinPlugin).UpdatePodSandbox),
+	C.NRI_BUILTIN_OP_CREATE_CONTAINER:   builtinCall((*builtin.BuiltinPlugin).CreateContainer),
+	C.NRI_BUILTIN_OP_UPDATE_CONTAINER:   builtinCall((*builtin.BuiltinPlugin).UpdateContainer),
+	C.NRI_BUILTIN_OP_STOP_CONTAINER:     builtinCall((*builtin.BuiltinPlugin).StopContainer),
 	C.NRI_BUILTIN_OP_VALIDATE_CONTAINER_ADJUSTMENT: func(ctx context.Context, b *builtin.BuiltinPlugin, in []byte) (proto.Message, error) {
 		req := &api.ValidateContainerAdjustmentRequest{}
 		if err := proto.Unmarshal(in, req); err != nil {
@@ -139,6 +132,9 @@ func nriGoBuiltin(h C.uintptr_t, op C.uint32_t, req *C.uint8_t, n C.size_t, repl
 	defer recoverInto(reply, "builtin plugin")
 	b := cgo.Handle(h).Value().(*builtin.BuiltinPlugin)
 	call, ok := builtinOps[op]
+	if !ok {
+		call, ok = builtinStateOps[op]
+	}
 	if !ok {
 		replyError(reply, fmt.Sprintf("builtin plugin %s-%s: unknown request %d", b.Index, b.Base, op))
 		return

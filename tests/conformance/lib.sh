@@ -7,7 +7,7 @@
 # The releases whose pkg/adaptation suite `make conformance` runs, oldest
 # first. upstream-check.sh treats anything newer than the last one as new.
 # shellcheck disable=SC2034 # used by the scripts that source this file
-conformance_versions="v0.12.0 v0.12.1 v0.12.2 v0.12.3 v0.12.4 v0.12.5"
+conformance_versions="v0.10.0 v0.11.0 v0.12.0 v0.12.1 v0.12.2 v0.12.3 v0.12.4 v0.12.5"
 
 nri_module=github.com/containerd/nri
 conformance_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -23,19 +23,15 @@ upstream_dir() {
     { echo "$nri_module@$1 is not in the module cache and cannot be downloaded" >&2; return 1; }
 }
 
-# copy_adaptation VERSION DEST: go/adaptation's sources (no tests) into DEST,
-# less the files that name what VERSION's pkg/api does not have yet.
+# copy_adaptation VERSION DEST: go/adaptation's sources for a runtime on
+# VERSION (no tests; go/adaptation-files.sh says which) into DEST.
 copy_adaptation() {
-    local version=$1 dest=$2 f
+    local version=$1 dest=$2 files f
+    files=$("$repo_root/go/adaptation-files.sh" "$version") || return 1
     mkdir -p "$dest"
-    for f in "$repo_root"/go/adaptation/*.go "$repo_root"/go/adaptation/*.c "$repo_root"/go/adaptation/*.h; do
-        case "$f" in *_test.go) continue ;; esac
-        # Types new in v0.12.2 and in v0.12.4 (see the files' comments).
-        case "$version:$(basename "$f")" in
-            v0.12.[01]:api_v0_12_2.go | v0.12.[0-3]:api_v0_12_4.go) continue ;;
-        esac
+    while IFS= read -r f; do
         cp "$f" "$dest/"
-    done
+    done <<<"$files"
 }
 
 # released_after VERSION: the releases of upstream NRI on the module proxy

@@ -4,17 +4,18 @@
 #   tests/e2e/crio.sh               CRI-O with the Rust core swapped in
 #   E2E_STOCK=1 tests/e2e/crio.sh   the same, stock (upstream's Go pkg/adaptation)
 #
-# CRI-O's newest release the Go module proxy serves, v1.36.3, pins NRI
-# v0.11.0; CRI-O moved to NRI v0.12.0 on its main branch in a commit that
-# changed only go.mod, go.sum and vendor/ (no source file). So the source is
-# v1.36.3 with that same dependency step taken here (`go get
-# github.com/containerd/nri@$CRIO_NRI_VERSION`, then `go mod vendor`), for the
-# stock and the nri-rs build alike. Then, as containerd.sh:
+# The source is CRI-O's newest release the Go module proxy serves, v1.36.3,
+# as released: it pins NRI v0.11.0, and go/adaptation builds against that
+# (go/adaptation-files.sh picks the files for it). CRIO_NRI_VERSION=vX
+# raises NRI first (`go get github.com/containerd/nri@vX`, then `go mod
+# vendor`), as CRI-O's main branch did for v0.12.0 in a commit that changed
+# only go.mod, go.sum and vendor/; stock and nri-rs builds alike. Then, as
+# containerd.sh:
 #   builds crio, pinns and the test/nri test binary with CRI-O's build tags
 #   (nri-rs flavor: `go build -overlay` over the vendored pkg/adaptation,
-#   api_v0_12_2.go left out for NRI < v0.12.2, cgo pointed at include/ and
-#   the release libnri.a); copies busybox and pause images (built offline)
-#   into vfs storage with skopeo; starts CRI-O with cgroupfs, Debian's runc
+#   cgo pointed at include/ and the release libnri.a); copies busybox and
+#   pause images (built offline) into vfs storage with skopeo; starts CRI-O
+#   with cgroupfs, Debian's runc
 #   and conmon, CNI from containernetworking-plugins and NRI on
 #   /var/run/nri-test.sock; runs every test of test/nri; prints
 #   "e2e-crio: N passed, N failed, N skipped"; tears everything down.
@@ -25,7 +26,7 @@
 source "$(dirname "$0")/lib.sh"
 
 CRIO_VERSION=${CRIO_VERSION:-v1.36.3}
-CRIO_NRI_VERSION=${CRIO_NRI_VERSION:-v0.12.0}
+CRIO_NRI_VERSION=${CRIO_NRI_VERSION:-}
 NRI_SOCKET=/var/run/nri-test.sock
 BRIDGE=nrirs-e2e1
 # The cgroups CRI-O makes with cgroupfs: the tests' pod parent, the
@@ -54,10 +55,18 @@ e2e_trap
 raise_nri() {
     GOFLAGS=-mod=mod go get "github.com/containerd/nri@$CRIO_NRI_VERSION"
 }
-src=$(prepare_source "crio-nri-$CRIO_NRI_VERSION" "$PKG" "$CRIO_VERSION" raise_nri)
+if [ -n "$CRIO_NRI_VERSION" ]; then
+    src=$(prepare_source "crio-nri-$CRIO_NRI_VERSION" "$PKG" "$CRIO_VERSION" raise_nri)
+else
+    src=$(prepare_source crio "$PKG" "$CRIO_VERSION")
+fi
 nri_version=$(vendored_version "$src" github.com/containerd/nri)
-[ "$nri_version" = "$CRIO_NRI_VERSION" ] || die "CRI-O source vendors NRI $nri_version, expected $CRIO_NRI_VERSION"
-log "CRI-O $CRIO_VERSION, NRI raised to $nri_version"
+if [ -n "$CRIO_NRI_VERSION" ]; then
+    [ "$nri_version" = "$CRIO_NRI_VERSION" ] || die "CRI-O source vendors NRI $nri_version, expected $CRIO_NRI_VERSION"
+    log "CRI-O $CRIO_VERSION, NRI raised to $nri_version"
+else
+    log "CRI-O $CRIO_VERSION as released, NRI $nri_version"
+fi
 
 export GOFLAGS=-mod=vendor
 ld="-X $PKG/internal/version.buildCommit=nri-rs-e2e"

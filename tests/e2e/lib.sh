@@ -316,7 +316,8 @@ result_name() {
 # build_cached BIN FUNC DESCRIPTION: runs `FUNC BIN` (in a subshell) unless
 # BIN holds a build of the same inputs: FUNC's code, DESCRIPTION (version,
 # flags) and, for the nri-rs flavor, every file nri-rs contributes (the
-# overlay, go/adaptation, nri.h, libnri.a). Sets BUILD_SECS.
+# overlay, go/adaptation with its subdirectories, nri.h, libnri.a). Sets
+# BUILD_SECS.
 build_cached() {
     local bin=$1 func=$2 desc=$3 key t rc
     t=$(date +%s)
@@ -326,7 +327,8 @@ build_cached() {
             printf '%s\n' "$desc" "$(flavor)"
             if [ "$(flavor)" = nri-rs ]; then
                 cat "$NRI_LIB_DIR/libnri.a" "$NRI_LIB_DIR/pkgconfig/nri.pc" \
-                    "$NRI_LIB_DIR/../include/nri.h" "$E2E_ROOT"/go/adaptation/*
+                    "$NRI_LIB_DIR/../include/nri.h" "$E2E_ROOT/go/adaptation-files.sh"
+                find "$E2E_ROOT/go/adaptation" -type f -print0 | sort -z | xargs -0 cat
             fi
         } | sha256sum | cut -c1-16
     )

@@ -2,13 +2,12 @@
 # Writes the `go build -overlay` JSON that swaps nri-rs's Go drop-in
 # (go/adaptation) in for upstream's github.com/containerd/nri/pkg/adaptation
 # in a runtime's build. No file of the runtime changes:
-#   - every file of go/adaptation (not its tests) is mapped into the package
-#     directory, shims.c and shims.h included;
-#   - every upstream file of that package that go/adaptation does not have
-#     is mapped to "" (deleted for the build);
-#   - api_v0_12_2.go is left out when the runtime pins NRI < v0.12.2 (it
-#     only aliases pkg/api.Image, which older pkg/api lacks), and
-#     api_v0_12_4.go when it pins NRI < v0.12.4 (pkg/api.FailurePolicy).
+#   - every file go/adaptation-files.sh lists for the NRI release the
+#     runtime pins (go/adaptation's sources, shims.c and shims.h included,
+#     less what names newer releases, plus what stands in for it on older
+#     ones) is mapped into the package directory;
+#   - every upstream file of that package that is not among them is mapped
+#     to "" (deleted for the build).
 # Subpackages (pkg/adaptation/builtin) stay upstream's.
 #
 # usage: overlay.sh PKG_DIR NRI_VERSION OUT.json
@@ -25,13 +24,7 @@ ours=$(cd "$(dirname "$0")/../../go/adaptation" && pwd)
 case "$pkgdir" in /*) ;; *) echo "overlay.sh: PKG_DIR must be absolute (go reads overlay paths as given)" >&2; exit 1 ;; esac
 [ -f "$pkgdir/adaptation.go" ] || { echo "overlay.sh: $pkgdir is not upstream's pkg/adaptation" >&2; exit 1; }
 
-# v0.12.0 and v0.12.1 predate pkg/api.Image; anything older is not supported.
-case "$version" in
-    v0.12.0 | v0.12.0-* | v0.12.1 | v0.12.1-*) skip_v0122=1 skip_v0124=1 ;;
-    v0.12.2 | v0.12.2-* | v0.12.3 | v0.12.3-*) skip_v0122=0 skip_v0124=1 ;;
-    v0.12.*) skip_v0122=0 skip_v0124=0 ;;
-    *) echo "overlay.sh: go/adaptation targets NRI v0.12.x, the runtime pins $version" >&2; exit 1 ;;
-esac
+files=$("$ours/../adaptation-files.sh" "$version")
 
 json_str() { # paths are used verbatim: refuse what would need escaping
     case "$1" in *[\"\\]* | *[[:cntrl:]]*) echo "overlay.sh: unsupported character in path $1" >&2; exit 1 ;; esac
@@ -40,14 +33,11 @@ json_str() { # paths are used verbatim: refuse what would need escaping
 
 entries=()
 declare -A mine=()
-for f in "$ours"/*.go "$ours"/*.c "$ours"/*.h; do
+while IFS= read -r f; do
     name=$(basename "$f")
-    case "$name" in *_test.go) continue ;; esac
-    [ "$name" = api_v0_12_2.go ] && [ "$skip_v0122" = 1 ] && continue
-    [ "$name" = api_v0_12_4.go ] && [ "$skip_v0124" = 1 ] && continue
     mine[$name]=1
     entries+=("$(json_str "$pkgdir/$name"): $(json_str "$f")")
-done
+done <<<"$files"
 for f in "$pkgdir"/*; do
     [ -f "$f" ] || continue
     name=$(basename "$f")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gofmt and go vet over every Go module of the repository (each go.mod
 # git tracks). go vet type-checks cgo code, so CGO_CFLAGS must find nri.h:
-# the Makefile exports it.
+# the Makefile exports it. go vet skips go/adaptation/_before_v*/, which
+# builds only against older NRI releases: build-against.sh vets it there.
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
