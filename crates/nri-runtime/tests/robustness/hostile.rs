@@ -718,3 +718,120 @@ fn rss_kib() -> usize {
     let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
     pages * 4
 }
+
+/// A registered plugin's connection to the runtime, with a way to put raw
+/// trunk frames on it between the plugin's own (see
+/// [`registered_plugins_holding_half_a_message_pin_what_they_sent`]).
+struct Injectable {
+    plugin: RawPlugin,
+    inject: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    /// Injected bytes the runtime's socket has taken.
+    injected: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    _pumps: [tokio::task::JoinHandle<()>; 2],
+}
+
+impl Injectable {
+    async fn connect(socket: &std::path::Path) -> Injectable {
+        let real = tokio::net::UnixStream::connect(socket).await.unwrap();
+        let (mut real_rd, mut real_wr) = real.into_split();
+        let (ours, theirs) = tokio::io::duplex(1 << 20);
+        let (mut ours_rd, mut ours_wr) = tokio::io::split(ours);
+        let (inject, mut out) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+        let injected = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&injected);
+        let writer = tokio::spawn(async move {
+            let mut buf = vec![0u8; 64 << 10];
+            loop {
+                let (bytes, is_injected) = tokio::select! {
+                    n = ours_rd.read(&mut buf) => match n {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => (buf[..n].to_vec(), false),
+                    },
+                    Some(bytes) = out.recv() => (bytes, true),
+                };
+                if real_wr.write_all(&bytes).await.is_err() {
+                    return;
+                }
+                if is_injected {
+                    counted.fetch_add(bytes.len(), std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        });
+        let reader = tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut real_rd, &mut ours_wr).await;
+        });
+        let plugin = RawPlugin::over(theirs, idle_methods()).await;
+        Injectable {
+            plugin,
+            inject,
+            injected,
+            _pumps: [writer, reader],
+        }
+    }
+}
+
+/// Registered connections are not bounded in number, upstream's neither,
+/// and each may start a message up to ttrpc's 4 MiB and stop halfway. Both
+/// then hold what was sent: Go's ttrpc allocates the announced length,
+/// whose pages are touched only as bytes arrive; here the mux buffers the
+/// frames and ttrpc-rust's read allocates the length zeroed (calloc: fresh
+/// pages, untouched too). Measured so that a regression to touching the
+/// whole announced length shows, and a good plugin still gets its events.
+#[test]
+fn registered_plugins_holding_half_a_message_pin_what_they_sent() {
+    serial(async {
+        let (h, _good) = harness_with_good_plugin().await;
+        let base = Baseline::take(&h);
+        const COUNT: usize = 50;
+        const LEN: usize = 4 << 20;
+        let mut peers = Vec::new();
+        for i in 0..COUNT {
+            let p = Injectable::connect(&h.socket).await;
+            p.plugin
+                .register(&format!("pinned{i}"), "10")
+                .await
+                .unwrap();
+            peers.push(p);
+        }
+        h.wait_plugins(COUNT + 1).await;
+        let rss_before = rss_kib();
+        // An UpdateContainers request announcing 4 MiB, of which half is sent.
+        let mut msg = (LEN as u32).to_be_bytes().to_vec();
+        msg.extend(101u32.to_be_bytes());
+        msg.extend([1, 0]);
+        msg.resize(10 + LEN / 2, 0x5a);
+        let frames = go_frames(mux::RUNTIME_SERVICE_CONN, &msg);
+        for p in &peers {
+            p.inject.send(frames.clone()).unwrap();
+        }
+        // Every byte taken by the runtime's sockets (the kernel holds less
+        // than 1 MiB of them), then a moment for the runtime to read it.
+        eventually(TIMEOUT * 3, "the runtime to take the half messages", || {
+            peers
+                .iter()
+                .all(|p| p.injected.load(std::sync::atomic::Ordering::Relaxed) == frames.len())
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let grew = rss_kib() as i64 - rss_before as i64;
+        let sent_kib = (COUNT * LEN / 2 / 1024) as i64;
+        eprintln!(
+            "FIGURE {COUNT} registered connections holding half of a 4 MiB message \
+             ({sent_kib} KiB sent): RSS {grew:+} KiB ({:+} KiB each)",
+            grew / COUNT as i64
+        );
+        // The test process holds what the peers sent too (their frames),
+        // so the runtime's share is at most the growth itself.
+        assert!(
+            grew < 2 * sent_kib + 64 * 1024,
+            "RSS grew by {grew} KiB for {sent_kib} KiB sent"
+        );
+        good_plugin_still_adjusts(&h, "while-pinned").await;
+        drop(peers);
+        eventually(TIMEOUT * 3, "the pinned plugins to go", || {
+            h.nri.plugins() == ["50-good"]
+        })
+        .await;
+        base.restored(&h).await;
+    })
+}
