@@ -1,3 +1,5 @@
+//go:build cgo
+
 package adaptation
 
 // Before NRI v0.12.0 the events without a response had no request types of
