@@ -107,6 +107,8 @@ type Adaptation struct {
 	requestTimeout      time.Duration
 	// The budget of each whole event (WithEventTimeout; 0: none).
 	eventTimeout time.Duration
+	// Whether Stop sends plugins Shutdown first (WithShutdownOnStop).
+	shutdownOnStop bool
 
 	core *C.nri_adaptation
 }
@@ -299,6 +301,12 @@ func (r *Adaptation) createCore() error {
 				return err
 			}
 			return check(C.nri_options_set_event_timeout(opts, C.uint64_t(r.eventTimeout.Milliseconds()), &cerr))
+		},
+		func() error {
+			if !r.shutdownOnStop {
+				return nil
+			}
+			return check(C.nri_options_set_shutdown_on_stop(opts, true, &cerr))
 		},
 		func() error {
 			if r.validator == nil {

@@ -26,3 +26,16 @@ func WithEventTimeout(budget time.Duration) Option {
 		return nil
 	}
 }
+
+// WithShutdownOnStop makes Stop send every connected plugin the Shutdown
+// request of the NRI protocol, all at once and waiting at most one request
+// timeout in all, before it closes their connections, so a plugin can
+// tell a runtime stopping from a connection lost. Without it, as upstream,
+// no plugin is ever sent Shutdown. Builtin plugins get none (upstream's
+// builtin Shutdown does nothing).
+func WithShutdownOnStop() Option {
+	return func(r *Adaptation) error {
+		r.shutdownOnStop = true
+		return nil
+	}
+}

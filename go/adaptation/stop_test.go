@@ -147,3 +147,43 @@ func TestASyncCallbackDuringStopFailsCleanly(t *testing.T) {
 		t.Fatal("the sync callback never returned")
 	}
 }
+
+// shutdownRecorder is an upstream-stub plugin that notes the runtime's
+// Shutdown request.
+type shutdownRecorder struct{ got chan struct{} }
+
+func (p *shutdownRecorder) RunPodSandbox(context.Context, *api.PodSandbox) error { return nil }
+func (p *shutdownRecorder) Shutdown(context.Context)                             { close(p.got) }
+
+// WithShutdownOnStop makes Stop send plugins Shutdown; without it, as
+// upstream, they never get one.
+func TestStopSendsShutdownOnlyWithTheOption(t *testing.T) {
+	for _, asked := range []bool{false, true} {
+		dir, err := os.MkdirTemp("", "nri-rs-shutdown-")
+		require.NoError(t, err)
+		defer os.RemoveAll(dir)
+		socket := filepath.Join(dir, "nri.sock")
+		opts := []nri.Option{nri.WithPluginPath(filepath.Join(dir, "plugins")), nri.WithSocketPath(socket)}
+		if asked {
+			opts = append(opts, nri.WithShutdownOnStop())
+		}
+		r, err := nri.New("shutdown", "0", noSync, noUpdate, opts...)
+		require.NoError(t, err)
+		require.NoError(t, r.Start())
+		p := &shutdownRecorder{got: make(chan struct{})}
+		s, err := stub.New(p, stub.WithSocketPath(socket), stub.WithPluginName("told"), stub.WithPluginIdx("10"))
+		require.NoError(t, err)
+		require.NoError(t, s.Start(context.Background()))
+		closed := r.PluginClosed("10-told")
+		require.Eventually(t, func() bool { return !closed() }, 5*time.Second, time.Millisecond,
+			"the plugin joins")
+		r.Stop()
+		select {
+		case <-p.got:
+			assert.True(t, asked, "Shutdown sent without WithShutdownOnStop")
+		case <-time.After(time.Second):
+			assert.False(t, asked, "no Shutdown with WithShutdownOnStop")
+		}
+		s.Stop()
+	}
+}

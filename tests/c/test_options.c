@@ -129,6 +129,20 @@ static void slow_run_pod(void *ud, nri_builtin_op op, const uint8_t *req, size_t
         sleep_ms(400);
 }
 
+/* Shutdown on stop: refused without options; with it, start and stop work
+ * as without (its effect on plugins is tested in the core's Rust tests). */
+static void shutdown_on_stop_is_an_option(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    assert_fails(nri_options_set_shutdown_on_stop(NULL, true, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "options");
+    assert_ok(nri_options_set_shutdown_on_stop(f->opts, true, &err), &err);
+    fixture_new(f);
+    assert_ok(nri_adaptation_start(f->a, &err), &err);
+    assert_ok(nri_adaptation_stop(f->a, &err), &err);
+}
+
 static void event_timeout_bounds_whole_events(void **state)
 {
     fixture *f = *state;
@@ -344,6 +358,7 @@ int main(void)
         FIXTURE_TEST(zero_keeps_the_process_wide_timeouts),
         FIXTURE_TEST(request_timeout_fails_slow_plugins),
         FIXTURE_TEST(event_timeout_bounds_whole_events),
+        FIXTURE_TEST(shutdown_on_stop_is_an_option),
         FIXTURE_TEST(a_cancelled_event_returns_at_once),
         FIXTURE_TEST(socket_path_is_where_plugins_connect),
         FIXTURE_TEST(disabled_external_connections_create_no_socket),

@@ -630,6 +630,111 @@ void nri_set_plugin_registration_timeout(uint64_t millis);
 void nri_set_plugin_request_timeout(uint64_t millis);
 
 /**
+ * Releases the bytes of `buf` and sets it to the empty buffer, so freeing
+ * twice is harmless. NULL and empty buffers are no-ops.
+ *
+ * # Safety
+ * `buf` is NULL or points to a buffer filled by this library (or empty).
+ */
+void nri_buffer_free(struct nri_buffer *buf);
+
+/**
+ * Sets the callback's answer to these bytes (copied): the encoded response
+ * message the callback's documentation names.
+ *
+ * # Safety
+ * `reply` is the reply handed to the running callback; `data` is valid for
+ * `len` bytes or `len` is 0.
+ */
+nri_status nri_reply_set_data(struct nri_reply *reply, const uint8_t *data, size_t len);
+
+/**
+ * Makes the callback fail with this message (copied). For a builtin
+ * plugin's validation, the message is the reason of the rejection.
+ *
+ * # Safety
+ * `reply` is the reply handed to the running callback; `message` is a
+ * NUL-terminated string.
+ */
+nri_status nri_reply_set_error(struct nri_reply *reply, const char *message);
+
+/**
+ * Synchronizes the plugin(s) with the runtime's state: `state` is an
+ * encoded `SynchronizeRequest` with the runtime's pods and containers. On
+ * success `*updates` receives an encoded `SynchronizeResponse` whose
+ * `update` lists the container updates the plugins asked for.
+ *
+ * # Safety
+ * `cb` is the value handed to the running sync callback; `state` is valid
+ * for `len` bytes (or `len` is 0); `updates` is writable; `err` is NULL or
+ * writable.
+ */
+nri_status nri_sync_cb_call(struct nri_sync_cb *cb,
+                            const uint8_t *state,
+                            size_t len,
+                            struct nri_buffer *updates,
+                            struct nri_error **err);
+
+/**
+ * Creates a cancellation signal, not yet triggered; `*out` receives it,
+ * released with `nri_cancel_free`.
+ *
+ * # Safety
+ * `out` is writable; `err` is NULL or writable.
+ */
+nri_status nri_cancel_new(struct nri_cancel **out, struct nri_error **err);
+
+/**
+ * Triggers the signal: the event call it was given to stops and returns
+ * `NRI_STATUS_CANCELED` with Go's text for `reason`. Later triggers do
+ * nothing. NULL is a no-op.
+ *
+ * # Safety
+ * `c` is NULL or from `nri_cancel_new`, not yet freed.
+ */
+void nri_cancel_trigger(const struct nri_cancel *c, nri_cancel_reason reason);
+
+/**
+ * Releases a cancellation signal; NULL is a no-op. Not while a call that
+ * was given it still runs.
+ *
+ * # Safety
+ * `c` is NULL or from `nri_cancel_new`, not yet freed, and no call uses it.
+ */
+void nri_cancel_free(struct nri_cancel *c);
+
+/**
+ * The status of an error. `NRI_STATUS_INVALID_ARGUMENT` for NULL.
+ *
+ * # Safety
+ * `err` is NULL or an error from this library not yet freed.
+ */
+nri_status nri_error_status(const struct nri_error *err);
+
+/**
+ * The message of an error, NUL-terminated UTF-8, valid until the error is
+ * freed. An empty string for NULL.
+ *
+ * # Safety
+ * `err` is NULL or an error from this library not yet freed.
+ */
+const char *nri_error_message(const struct nri_error *err);
+
+/**
+ * Releases an error. NULL is a no-op.
+ *
+ * # Safety
+ * `err` is NULL or an error from this library not yet freed.
+ */
+void nri_error_free(struct nri_error *err);
+
+/**
+ * A short description of a status, static and NUL-terminated; "unknown
+ * status" for numbers this version does not know.
+ */
+const char *nri_status_name(uint32_t status);
+
+/**
  * Relays any of the 13 events, given by its NRI `Event` number (1
  * RunPodSandbox ... 13 UpdatePodSandbox ... as `nri_adaptation_wants_event`
  * takes it), and lets the caller give up on it through `cancel` (NULL: it
@@ -821,111 +926,6 @@ nri_status nri_adaptation_remove_container(const struct nri_adaptation *a,
                                            struct nri_error **err);
 
 /**
- * Releases the bytes of `buf` and sets it to the empty buffer, so freeing
- * twice is harmless. NULL and empty buffers are no-ops.
- *
- * # Safety
- * `buf` is NULL or points to a buffer filled by this library (or empty).
- */
-void nri_buffer_free(struct nri_buffer *buf);
-
-/**
- * Sets the callback's answer to these bytes (copied): the encoded response
- * message the callback's documentation names.
- *
- * # Safety
- * `reply` is the reply handed to the running callback; `data` is valid for
- * `len` bytes or `len` is 0.
- */
-nri_status nri_reply_set_data(struct nri_reply *reply, const uint8_t *data, size_t len);
-
-/**
- * Makes the callback fail with this message (copied). For a builtin
- * plugin's validation, the message is the reason of the rejection.
- *
- * # Safety
- * `reply` is the reply handed to the running callback; `message` is a
- * NUL-terminated string.
- */
-nri_status nri_reply_set_error(struct nri_reply *reply, const char *message);
-
-/**
- * Synchronizes the plugin(s) with the runtime's state: `state` is an
- * encoded `SynchronizeRequest` with the runtime's pods and containers. On
- * success `*updates` receives an encoded `SynchronizeResponse` whose
- * `update` lists the container updates the plugins asked for.
- *
- * # Safety
- * `cb` is the value handed to the running sync callback; `state` is valid
- * for `len` bytes (or `len` is 0); `updates` is writable; `err` is NULL or
- * writable.
- */
-nri_status nri_sync_cb_call(struct nri_sync_cb *cb,
-                            const uint8_t *state,
-                            size_t len,
-                            struct nri_buffer *updates,
-                            struct nri_error **err);
-
-/**
- * Creates a cancellation signal, not yet triggered; `*out` receives it,
- * released with `nri_cancel_free`.
- *
- * # Safety
- * `out` is writable; `err` is NULL or writable.
- */
-nri_status nri_cancel_new(struct nri_cancel **out, struct nri_error **err);
-
-/**
- * Triggers the signal: the event call it was given to stops and returns
- * `NRI_STATUS_CANCELED` with Go's text for `reason`. Later triggers do
- * nothing. NULL is a no-op.
- *
- * # Safety
- * `c` is NULL or from `nri_cancel_new`, not yet freed.
- */
-void nri_cancel_trigger(const struct nri_cancel *c, nri_cancel_reason reason);
-
-/**
- * Releases a cancellation signal; NULL is a no-op. Not while a call that
- * was given it still runs.
- *
- * # Safety
- * `c` is NULL or from `nri_cancel_new`, not yet freed, and no call uses it.
- */
-void nri_cancel_free(struct nri_cancel *c);
-
-/**
- * The status of an error. `NRI_STATUS_INVALID_ARGUMENT` for NULL.
- *
- * # Safety
- * `err` is NULL or an error from this library not yet freed.
- */
-nri_status nri_error_status(const struct nri_error *err);
-
-/**
- * The message of an error, NUL-terminated UTF-8, valid until the error is
- * freed. An empty string for NULL.
- *
- * # Safety
- * `err` is NULL or an error from this library not yet freed.
- */
-const char *nri_error_message(const struct nri_error *err);
-
-/**
- * Releases an error. NULL is a no-op.
- *
- * # Safety
- * `err` is NULL or an error from this library not yet freed.
- */
-void nri_error_free(struct nri_error *err);
-
-/**
- * A short description of a status, static and NUL-terminated; "unknown
- * status" for numbers this version does not know.
- */
-const char *nri_status_name(uint32_t status);
-
-/**
  * Sends the library's log records up to `max_level` to `log` (NULL, or
  * `NRI_LOG_LEVEL_OFF`, turns logging off). Process-wide: replaces the
  * previous callback. Fails with `NRI_STATUS_INVALID_ARGUMENT` if the
@@ -1036,6 +1036,19 @@ nri_status nri_options_set_request_timeout(struct nri_options *opts,
 nri_status nri_options_set_event_timeout(struct nri_options *opts,
                                          uint64_t millis,
                                          struct nri_error **err);
+
+/**
+ * Whether `nri_adaptation_stop` first sends every connected plugin the
+ * protocol's `Shutdown` request, all at once, waiting at most one request
+ * timeout in all, before closing the connections. Off by default, as
+ * upstream never sends it. Not upstream's.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `err` is NULL or writable.
+ */
+nri_status nri_options_set_shutdown_on_stop(struct nri_options *opts,
+                                            bool on,
+                                            struct nri_error **err);
 
 /**
  * Enables the builtin default validator with this configuration

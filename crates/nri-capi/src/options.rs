@@ -222,6 +222,29 @@ pub unsafe extern "C" fn nri_options_set_event_timeout(
     unsafe { set_timeout(opts, millis, err, Options::event_timeout) }
 }
 
+/// Whether `nri_adaptation_stop` first sends every connected plugin the
+/// protocol's `Shutdown` request, all at once, waiting at most one request
+/// timeout in all, before closing the connections. Off by default, as
+/// upstream never sends it. Not upstream's.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_shutdown_on_stop(
+    opts: *mut nri_options,
+    on: bool,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: nri_options_set_shutdown_on_stop's contract: `opts` comes
+    // from nri_options_new, `err` is NULL or writable.
+    unsafe {
+        with_options(opts, err, |o| {
+            *o = std::mem::take(o).shutdown_on_stop(on);
+            Ok(())
+        })
+    }
+}
+
 /// Sets a per-adaptation timeout; 0 leaves the process-wide one in force.
 ///
 /// # Safety

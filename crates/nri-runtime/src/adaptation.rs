@@ -72,6 +72,7 @@ impl Adaptation {
             registration_timeout: opts.registration_timeout,
             request_timeout: opts.request_timeout,
             event_timeout: opts.event_timeout,
+            shutdown_on_stop: opts.shutdown_on_stop,
             handle: RwLock::new(Some(handle)),
             epoch: tokio::sync::watch::Sender::new(0),
             accepting: AtomicBool::new(false),
@@ -183,6 +184,15 @@ impl Adaptation {
     pub async fn stop(&self) {
         info!("runtime interface shutting down...");
         let _no_event_in_progress = self.core.events.lock().await;
+        if self.core.shutdown_on_stop && self.is_running() {
+            let core = Arc::clone(&self.core);
+            let _ = self
+                .on_core(async move {
+                    core.shut_down_plugins().await;
+                    Ok(())
+                })
+                .await;
+        }
         self.shut_down();
     }
 

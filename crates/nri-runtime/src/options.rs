@@ -49,6 +49,7 @@ pub struct Options {
     pub(crate) registration_timeout: Option<Duration>,
     pub(crate) request_timeout: Option<Duration>,
     pub(crate) event_timeout: Option<Duration>,
+    pub(crate) shutdown_on_stop: bool,
     pub(crate) max_pending_connections: usize,
     pub(crate) runtime: Option<tokio::runtime::Handle>,
     pub(crate) nri_version: Option<String>,
@@ -67,6 +68,7 @@ impl Default for Options {
             registration_timeout: None,
             request_timeout: None,
             event_timeout: None,
+            shutdown_on_stop: false,
             max_pending_connections: 1024,
             runtime: None,
             nri_version: None,
@@ -137,6 +139,17 @@ impl Options {
     /// timeouts long. Not upstream's: a runtime opts in.
     pub fn event_timeout(mut self, t: Duration) -> Self {
         self.event_timeout = Some(t);
+        self
+    }
+    /// [`Adaptation::stop`](crate::Adaptation::stop) first sends every
+    /// connected plugin the `Shutdown` request the protocol defines, all at
+    /// once and waiting at most one request timeout in all, then closes
+    /// the connections. Off by default: upstream never sends `Shutdown`, so
+    /// its plugins only see their connection close. Builtin plugins get
+    /// none (upstream's builtin `Shutdown` does nothing). Not upstream's: a
+    /// runtime opts in.
+    pub fn shutdown_on_stop(mut self, on: bool) -> Self {
+        self.shutdown_on_stop = on;
         self
     }
     /// Most external connections in the registration handshake at once;

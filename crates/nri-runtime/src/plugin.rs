@@ -137,7 +137,7 @@ impl Plugin {
         }
     }
 
-    fn is_builtin(&self) -> bool {
+    pub(crate) fn is_builtin(&self) -> bool {
         matches!(self.transport, Transport::Builtin(_))
     }
 
@@ -440,6 +440,25 @@ impl Plugin {
                     reason: e.to_string(),
                 })
             }
+        }
+    }
+
+    /// Sends `Shutdown`, waiting at most `timeout` for the answer, which
+    /// changes nothing: the runtime is stopping either way.
+    pub(crate) async fn shutdown(&self, timeout: Duration) {
+        let Transport::Ttrpc { client, .. } = &self.transport else {
+            return;
+        };
+        let empty = api::Empty::new();
+        let call = client.shutdown(ttrpc::context::with_duration(timeout), &empty);
+        match tokio::time::timeout(timeout, call).await {
+            Ok(Ok(_)) => debug!("plugin {} acknowledged Shutdown", self.qualified_name()),
+            Ok(Err(e)) => debug!(
+                "plugin {} failed Shutdown: {}",
+                self.qualified_name(),
+                peer_text(&e)
+            ),
+            Err(_) => debug!("plugin {} did not answer Shutdown", self.qualified_name()),
         }
     }
 

@@ -27,6 +27,8 @@ pub(crate) struct Core {
     pub(crate) registration_timeout: Option<Duration>,
     pub(crate) request_timeout: Option<Duration>,
     pub(crate) event_timeout: Option<Duration>,
+    /// Whether stop sends plugins `Shutdown` first ([`Options::shutdown_on_stop`](crate::Options::shutdown_on_stop)).
+    pub(crate) shutdown_on_stop: bool,
     /// The runtime the adaptation's tasks run on; a new one after each
     /// start when the adaptation owns its runtime thread, and none while
     /// stopped then (a handle would keep the ended runtime's fds open).
@@ -79,6 +81,25 @@ impl Core {
     pub(crate) fn accept_plugins(&self) {
         let _plugins = self.lock_plugins();
         self.accepting.store(true, Ordering::Release);
+    }
+
+    /// Sends every connected plugin `Shutdown`, all at once, waiting at
+    /// most one request timeout in all; what a plugin answers, or whether
+    /// it answers, changes nothing.
+    pub(crate) async fn shut_down_plugins(&self) {
+        let plugins: Vec<_> = self
+            .snapshot()
+            .into_iter()
+            .filter(|p| !p.is_builtin() && !p.is_closed())
+            .collect();
+        if plugins.is_empty() {
+            return;
+        }
+        let timeout = self.request_timeout();
+        let all = futures::future::join_all(plugins.iter().map(|p| p.shutdown(timeout)));
+        if tokio::time::timeout(timeout, all).await.is_err() {
+            info!("not every plugin answered Shutdown within {timeout:?}");
+        }
     }
 
     /// Ends every task spawned so far and every plugin: nothing started

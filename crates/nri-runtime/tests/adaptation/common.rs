@@ -471,6 +471,10 @@ impl Plugin for TestPlugin {
         Ok(vec![])
     }
 
+    async fn shutdown(&self) {
+        self.note("Shutdown".into());
+    }
+
     async fn run_pod_sandbox(&self, pod: &api::PodSandbox) -> HandlerResult<()> {
         self.note(format!("RunPodSandbox {}", pod.id));
         Ok(())

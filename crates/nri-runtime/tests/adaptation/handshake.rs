@@ -229,6 +229,67 @@ async fn stop_closes_external_plugin_connections() {
     assert_eq!(status.code(), Some(0), "a clean close (stub OnClose)");
 }
 
+/// With `shutdown_on_stop`, stop first sends `Shutdown` to an upstream
+/// Go-stub plugin and to a Rust-stub one; by default, as upstream, neither
+/// is ever sent it and both only see their connection close.
+#[tokio::test]
+async fn stop_sends_shutdown_only_when_asked() {
+    for asked in [false, true] {
+        let h = Harness::start_with(|o| o.shutdown_on_stop(asked), RuntimeState::default()).await;
+        h.nri.start().await.unwrap();
+        let mut go = GoPlugin::start(&h, "go", "10", json!({"events": "runpodsandbox"}));
+        let rust = TestPlugin::default();
+        let _rust = h.connect("rust", "20", rust.clone());
+        h.wait_plugins(2).await;
+        let started = std::time::Instant::now();
+        h.nri.stop().await;
+        let took = started.elapsed();
+        assert!(h.nri.plugins().is_empty());
+        let exited = tokio::task::spawn_blocking(move || {
+            let status = go.wait();
+            (status, go.calls())
+        });
+        let (status, calls) = tokio::time::timeout(PATIENCE, exited)
+            .await
+            .expect("the Go plugin exits once its connection is closed")
+            .unwrap();
+        assert_eq!(status.code(), Some(0));
+        let go_shut = calls.iter().any(|c| c["method"] == "Shutdown");
+        let rust_shut = rust.events().iter().any(|e| e == "Shutdown");
+        assert_eq!(
+            (go_shut, rust_shut),
+            (asked, asked),
+            "Shutdown seen by the Go and the Rust plugin (shutdown_on_stop: {asked})"
+        );
+        assert!(took < Duration::from_secs(2), "stop took {took:?}");
+    }
+}
+
+/// A plugin that never answers `Shutdown` holds stop for one request
+/// timeout at most, however many there are.
+#[tokio::test]
+async fn shutdown_on_stop_waits_one_request_timeout_in_all() {
+    let timeout = Duration::from_millis(300);
+    let h = Harness::start_with(
+        |o| o.shutdown_on_stop(true).request_timeout(timeout),
+        RuntimeState::default(),
+    )
+    .await;
+    h.nri.start().await.unwrap();
+    let slow = json!({"events": "runpodsandbox", "delay_ms": {"Shutdown": 5000}});
+    let _slow: Vec<_> = (0..3)
+        .map(|i| GoPlugin::start(&h, &format!("slow{i}"), "10", slow.clone()))
+        .collect();
+    h.wait_plugins(3).await;
+    let started = std::time::Instant::now();
+    h.nri.stop().await;
+    let took = started.elapsed();
+    assert!(
+        took >= timeout && took < timeout * 3,
+        "stop took {took:?} with three plugins not answering Shutdown"
+    );
+}
+
 /// The process-wide timeout setters (upstream's `SetPluginRequestTimeout`
 /// and friends) apply to adaptations without timeouts of their own, and are
 /// read on use: Configure carries the values set after the adaptation was
