@@ -224,7 +224,7 @@ e2e-containerd:
 e2e-crio:
 	E2E_STOCK=$(E2E_STOCK) tests/e2e/crio.sh
 
-## bench: upstream Go NRI and nri-rs side by side (go/tests/bench, issue 7): writes
+## bench: upstream Go NRI and nri-rs side by side (go/tests/bench): writes
 ## docs/performance.json, docs/PERFORMANCE.md and docs/performance.png. Takes
 ## a while; run it on an otherwise idle machine. BENCH_FLAGS adds flags
 ## (e.g. BENCH_FLAGS="-rounds 2 -ops 500 -v"). `make test` runs a smoke

@@ -5,9 +5,10 @@ package adaptation
 // small C allocation (so C holds a plain integer, never Go memory), and the
 // finalizer the core runs when it is done with it deletes the handle.
 //
-// Build: CGO_CFLAGS must find nri.h and CGO_LDFLAGS libnri.a (the Makefile
-// sets both; see README "Using nri-rs from Go"). The link flags are in
-// link.go, the build without cgo in nocgo.go.
+// Build: pkg-config finds nri.h and libnri.a through nri.pc (`make install`
+// writes it; inside this repository `make build` does); link.go holds the
+// link line, link_nopkgconfig.go the one for builds without pkg-config,
+// nocgo.go what a build without cgo says.
 
 /*
 #include <stdint.h>

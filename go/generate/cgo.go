@@ -6,9 +6,10 @@ package generate
 // crosses as a cgo.Handle cast to the callbacks' user data, so C only ever
 // holds an integer; the handle is deleted when the call returns.
 //
-// Build: CGO_CFLAGS must find nri.h and CGO_LDFLAGS libnri.a (the Makefile
-// sets both; see README "Using nri-rs from Go"). The link flags are in
-// link.go, the build without cgo in nocgo.go.
+// Build: pkg-config finds nri.h and libnri.a through nri.pc (`make install`
+// writes it; inside this repository `make build` does); link.go holds the
+// link line, link_nopkgconfig.go the one for builds without pkg-config,
+// nocgo.go what a build without cgo says.
 
 /*
 #include <stdint.h>

@@ -29,6 +29,7 @@ mod builtin;
 mod callbacks;
 mod cancel;
 mod error;
+mod events;
 mod log;
 mod metrics;
 mod options;
@@ -43,6 +44,7 @@ pub use self::cancel::*;
 pub use self::error::{
     nri_error, nri_error_free, nri_error_message, nri_error_status, nri_status, nri_status_name,
 };
+pub use self::events::*;
 pub use self::log::*;
 pub use self::metrics::*;
 pub use self::options::*;
