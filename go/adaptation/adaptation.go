@@ -109,6 +109,8 @@ type Adaptation struct {
 	eventTimeout time.Duration
 	// Whether Stop sends plugins Shutdown first (WithShutdownOnStop).
 	shutdownOnStop bool
+	// Whether required plugins guard pods (WithRequiredPluginsGuardingPods).
+	guardPods bool
 
 	core *C.nri_adaptation
 }
@@ -307,6 +309,12 @@ func (r *Adaptation) createCore() error {
 				return nil
 			}
 			return check(C.nri_options_set_shutdown_on_stop(opts, true, &cerr))
+		},
+		func() error {
+			if !r.guardPods {
+				return nil
+			}
+			return check(C.nri_options_set_required_plugins_guard_pods(opts, true, &cerr))
 		},
 		func() error {
 			if r.validator == nil {

@@ -136,3 +136,26 @@ func TestDefaultValidatorFromGoConfig(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "attempted restricted OCI hook injection")
 }
+
+// WithRequiredPluginsGuardingPods refuses a pod while a required plugin is
+// absent, with the validator's reason; without it, as upstream, the pod
+// goes through.
+func TestRequiredPluginsGuardPodsOnlyWithTheOption(t *testing.T) {
+	cfg := &validator.DefaultValidatorConfig{Enable: true, RequiredPlugins: []string{"needed"}}
+	for _, guarded := range []bool{false, true} {
+		opts := []nri.Option{nri.WithDefaultValidator(cfg)}
+		if guarded {
+			opts = append(opts, nri.WithRequiredPluginsGuardingPods())
+		}
+		r := newAdaptation(t, noSync, opts...)
+		require.NoError(t, r.Start())
+		err := r.RunPodSandbox(context.Background(), &api.RunPodSandboxRequest{Pod: &api.PodSandbox{Id: "p"}})
+		if guarded {
+			assert.EqualError(t, err, `validator "00-default-validator" rejected pod sandbox, reason: `+
+				`validation error: required plugin "needed" not present`)
+		} else {
+			assert.NoError(t, err)
+		}
+		r.Stop()
+	}
+}

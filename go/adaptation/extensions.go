@@ -39,3 +39,19 @@ func WithShutdownOnStop() Option {
 		return nil
 	}
 }
+
+// WithRequiredPluginsGuardingPods makes the default validator's required
+// plugins (WithDefaultValidator) guard pods as they guard containers:
+// RunPodSandbox fails, before any plugin sees the pod, when a required
+// plugin is absent, and after, when one was dropped during it (a timeout,
+// a lost connection), with the container check's reason (validator
+// "00-default-validator" rejected pod sandbox, reason: validation error:
+// required plugin "p" not present). The pod's own annotations count in
+// their pod-wide forms. Without it, as upstream, pods go through whatever
+// plugins are there.
+func WithRequiredPluginsGuardingPods() Option {
+	return func(r *Adaptation) error {
+		r.guardPods = true
+		return nil
+	}
+}

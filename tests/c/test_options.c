@@ -327,6 +327,29 @@ static void default_validator_enforces_required_plugins(void **state)
     pb_free(&req);
 }
 
+/* With required plugins guarding pods, a pod is refused too while a
+ * required plugin is absent; without, as upstream, it goes through. */
+static void required_plugins_guard_pods_when_asked(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    assert_fails(nri_options_set_required_plugins_guard_pods(NULL, true, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "options");
+    assert_ok(nri_options_set_default_validator(f->opts,
+                                                "enable: true\nrequiredPlugins: [must-have]\n",
+                                                &err),
+              &err);
+    assert_ok(nri_options_set_required_plugins_guard_pods(f->opts, true, &err), &err);
+    assert_ok(start_with_recorder(f, &err), &err);
+    pb req = { 0 };
+    msg_pod_request(&req, "pod0");
+    assert_fails(nri_adaptation_run_pod_sandbox(f->a, req.data, req.len, &err), &err,
+                 NRI_STATUS_REJECTED,
+                 "validator \"00-default-validator\" rejected pod sandbox, reason: "
+                 "validation error: required plugin \"must-have\" not present");
+    pb_free(&req);
+}
+
 static void default_validator_needs_enable(void **state)
 {
     fixture *f = *state;
@@ -365,6 +388,7 @@ int main(void)
         FIXTURE_TEST(plugin_path_is_scanned),
         FIXTURE_TEST(plugin_config_path_feeds_configure),
         FIXTURE_TEST(default_validator_enforces_required_plugins),
+        FIXTURE_TEST(required_plugins_guard_pods_when_asked),
         FIXTURE_TEST(default_validator_needs_enable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

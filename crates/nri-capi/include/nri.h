@@ -563,7 +563,8 @@ nri_status nri_adaptation_stop(const struct nri_adaptation *a, struct nri_error 
  * Whether `event` (an NRI `Event` number: 1 RunPodSandbox ... 4
  * CreateContainer ...) would reach any plugin now. False only while the
  * adaptation runs and no active plugin subscribes to the event (for
- * CreateContainer: and no validator is active). Such an event succeeds
+ * CreateContainer: and no validator is active; for RunPodSandbox: and
+ * required plugins do not guard pods). Such an event succeeds
  * without any plugin seeing it, with the response it has when no plugin
  * answers, so a runtime may skip it and save encoding the request. True
  * for a NULL handle, an unknown event, or an adaptation not running: the
@@ -1049,6 +1050,21 @@ nri_status nri_options_set_event_timeout(struct nri_options *opts,
 nri_status nri_options_set_shutdown_on_stop(struct nri_options *opts,
                                             bool on,
                                             struct nri_error **err);
+
+/**
+ * Whether the default validator's required plugins guard pods too: a
+ * `RunPodSandbox` fails with `NRI_STATUS_REJECTED` ("validator
+ * "00-default-validator" rejected pod sandbox, reason: ...") when a
+ * required plugin is absent before it or was dropped during it. Needs the
+ * default validator (`nri_options_set_default_validator`). Off by default,
+ * as upstream lets pods through. Not upstream's.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `err` is NULL or writable.
+ */
+nri_status nri_options_set_required_plugins_guard_pods(struct nri_options *opts,
+                                                       bool on,
+                                                       struct nri_error **err);
 
 /**
  * Enables the builtin default validator with this configuration

@@ -94,7 +94,9 @@ impl From<Error> for Failure {
             | Error::Closed { .. }
             | Error::Transport { .. } => nri_status::PluginFailed,
             Error::Merge(_) => nri_status::Conflict,
-            Error::Rejected { .. } | Error::ValidatorFailed { .. } => nri_status::Rejected,
+            Error::Rejected { .. } | Error::PodRejected { .. } | Error::ValidatorFailed { .. } => {
+                nri_status::Rejected
+            }
             Error::Runtime(_) => nri_status::CallbackFailed,
             Error::Start(_) => nri_status::StartFailed,
             Error::NotRunning => nri_status::NotRunning,

@@ -245,6 +245,31 @@ pub unsafe extern "C" fn nri_options_set_shutdown_on_stop(
     }
 }
 
+/// Whether the default validator's required plugins guard pods too: a
+/// `RunPodSandbox` fails with `NRI_STATUS_REJECTED` ("validator
+/// "00-default-validator" rejected pod sandbox, reason: ...") when a
+/// required plugin is absent before it or was dropped during it. Needs the
+/// default validator (`nri_options_set_default_validator`). Off by default,
+/// as upstream lets pods through. Not upstream's.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_required_plugins_guard_pods(
+    opts: *mut nri_options,
+    on: bool,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: nri_options_set_required_plugins_guard_pods's contract:
+    // `opts` comes from nri_options_new, `err` is NULL or writable.
+    unsafe {
+        with_options(opts, err, |o| {
+            *o = std::mem::take(o).required_plugins_guard_pods(on);
+            Ok(())
+        })
+    }
+}
+
 /// Sets a per-adaptation timeout; 0 leaves the process-wide one in force.
 ///
 /// # Safety

@@ -73,6 +73,10 @@ impl Adaptation {
             request_timeout: opts.request_timeout,
             event_timeout: opts.event_timeout,
             shutdown_on_stop: opts.shutdown_on_stop,
+            pod_guard: opts
+                .validator
+                .filter(|_| opts.guard_pods)
+                .map(nri_validator::DefaultValidator::new),
             handle: RwLock::new(Some(handle)),
             epoch: tokio::sync::watch::Sender::new(0),
             accepting: AtomicBool::new(false),
@@ -162,7 +166,8 @@ impl Adaptation {
 
     /// Whether `event` would reach any plugin now. False only while running
     /// and no active plugin subscribes to it (for `CreateContainer`: and no
-    /// validator is active). The event's outcome is then known: success
+    /// validator is active; for `RunPodSandbox`: and required plugins do not
+    /// guard pods). The event's outcome is then known: success
     /// with the response of an event no plugin saw. A runtime may skip the
     /// event and save encoding the request (the Go wrapper does).
     pub fn wants_event(&self, event: Event) -> bool {
@@ -265,7 +270,8 @@ impl Adaptation {
     }
 
     pub async fn run_pod_sandbox(&self, req: RunPodSandboxRequest) -> Result<(), Error> {
-        self.relay_all(req).await
+        let core = Arc::clone(&self.core);
+        self.on_event(events::run_pod_sandbox(core, req)).await
     }
 
     /// Plugins can only observe this event; the response is always empty.

@@ -33,6 +33,11 @@ pub enum Error {
     /// A validating plugin rejected the merged adjustment.
     #[error("validator {plugin:?} rejected container adjustment, reason: {reason}")]
     Rejected { plugin: String, reason: String },
+    /// The default validator refused a pod sandbox: a required plugin was
+    /// absent or dropped ([`Options::required_plugins_guard_pods`](crate::Options::required_plugins_guard_pods);
+    /// upstream checks containers only).
+    #[error("validator {plugin:?} rejected pod sandbox, reason: {reason}")]
+    PodRejected { plugin: String, reason: String },
     /// A validating plugin could not be asked.
     #[error("validator plugin {plugin} failed: {reason}")]
     ValidatorFailed { plugin: String, reason: String },

@@ -30,6 +30,50 @@ pub(crate) async fn relay_all<C: Call>(core: Arc<Core>, req: C) -> Result<(), Er
     Ok(())
 }
 
+/// RunPodSandbox, and with required plugins guarding pods, the check that
+/// they are there before any plugin sees the pod and still there after.
+pub(crate) async fn run_pod_sandbox(
+    core: Arc<Core>,
+    req: RunPodSandboxRequest,
+) -> Result<(), Error> {
+    let _serialized = core.serialize_event().await?;
+    let _prune = PruneOnExit(&core);
+    let budget = EventBudget::start(&core);
+    let plugins = core.snapshot();
+    let guard = |plugins: &[Arc<Plugin>]| match &core.pod_guard {
+        Some(validator) => validator
+            .check_pod_required_plugins(req.pod.get_or_default(), &active_instances(plugins))
+            .map_err(|e| Error::PodRejected {
+                plugin: format!(
+                    "{}-{}",
+                    nri_validator::DEFAULT_VALIDATOR_INDEX,
+                    nri_validator::DEFAULT_VALIDATOR_NAME
+                ),
+                reason: e.to_string(),
+            }),
+        None => Ok(()),
+    };
+    guard(&plugins)?;
+    for p in &plugins {
+        p.relay(&req, budget).await?;
+    }
+    guard(&plugins)
+}
+
+/// The plugins of `plugins` not gone (even during this event), as a
+/// validator is told of them.
+fn active_instances(plugins: &[Arc<Plugin>]) -> Vec<PluginInstance> {
+    plugins
+        .iter()
+        .filter(|p| !p.is_closed())
+        .map(|p| PluginInstance {
+            name: p.base.clone(),
+            index: p.idx.clone(),
+            ..Default::default()
+        })
+        .collect()
+}
+
 pub(crate) async fn create_container(
     core: Arc<Core>,
     mut req: CreateContainerRequest,
@@ -75,15 +119,7 @@ pub(crate) async fn create_container(
     // plugin that is gone never lets a container through. Upstream lists
     // every plugin still open when its turn came, so one dropped during its
     // own call is listed.
-    validate.plugins = plugins
-        .iter()
-        .filter(|p| !p.is_closed())
-        .map(|p| PluginInstance {
-            name: p.base.clone(),
-            index: p.idx.clone(),
-            ..Default::default()
-        })
-        .collect();
+    validate.plugins = active_instances(&plugins);
     let rpl = result.response();
     validate.adjust = rpl.adjust.clone();
     validate.update = rpl.update.clone();

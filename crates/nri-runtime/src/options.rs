@@ -50,6 +50,9 @@ pub struct Options {
     pub(crate) request_timeout: Option<Duration>,
     pub(crate) event_timeout: Option<Duration>,
     pub(crate) shutdown_on_stop: bool,
+    pub(crate) guard_pods: bool,
+    /// The default validator's configuration, if enabled.
+    pub(crate) validator: Option<nri_validator::DefaultValidatorConfig>,
     pub(crate) max_pending_connections: usize,
     pub(crate) runtime: Option<tokio::runtime::Handle>,
     pub(crate) nri_version: Option<String>,
@@ -69,6 +72,8 @@ impl Default for Options {
             request_timeout: None,
             event_timeout: None,
             shutdown_on_stop: false,
+            guard_pods: false,
+            validator: None,
             max_pending_connections: 1024,
             runtime: None,
             nri_version: None,
@@ -105,8 +110,9 @@ impl Options {
     /// Enables the builtin default validator with this configuration
     /// (`WithDefaultValidator`); nothing happens unless `cfg.enable`.
     pub fn default_validator(mut self, cfg: nri_validator::DefaultValidatorConfig) -> Self {
-        if let Some(v) = crate::builtin::default_validator(cfg) {
+        if let Some(v) = crate::builtin::default_validator(cfg.clone()) {
             self.builtin.insert(0, v);
+            self.validator = Some(cfg);
         }
         self
     }
@@ -150,6 +156,20 @@ impl Options {
     /// runtime opts in.
     pub fn shutdown_on_stop(mut self, on: bool) -> Self {
         self.shutdown_on_stop = on;
+        self
+    }
+    /// The default validator's required plugins guard pods too: a
+    /// `RunPodSandbox` fails, before any plugin sees it, when a required
+    /// plugin is absent, and after, when one was dropped on the way (a
+    /// timeout, a lost connection), with the container check's reason
+    /// ([`Error::PodRejected`](crate::Error::PodRejected)). Pod-wide
+    /// annotations (`<key>/pod`, `<key>`) add required plugins or tolerate
+    /// missing ones, as for containers. Needs
+    /// [`default_validator`](Self::default_validator) with required
+    /// plugins, or the annotation; off by default, as upstream lets pods
+    /// through. Not upstream's: a runtime opts in.
+    pub fn required_plugins_guard_pods(mut self, on: bool) -> Self {
+        self.guard_pods = on;
         self
     }
     /// Most external connections in the registration handshake at once;

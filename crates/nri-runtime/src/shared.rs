@@ -29,6 +29,9 @@ pub(crate) struct Core {
     pub(crate) event_timeout: Option<Duration>,
     /// Whether stop sends plugins `Shutdown` first ([`Options::shutdown_on_stop`](crate::Options::shutdown_on_stop)).
     pub(crate) shutdown_on_stop: bool,
+    /// Checks a pod's required plugins, when they guard pods
+    /// ([`Options::required_plugins_guard_pods`](crate::Options::required_plugins_guard_pods)).
+    pub(crate) pod_guard: Option<nri_validator::DefaultValidator>,
     /// The runtime the adaptation's tasks run on; a new one after each
     /// start when the adaptation owns its runtime thread, and none while
     /// stopped then (a handle would keep the ended runtime's fds open).
@@ -179,6 +182,8 @@ impl Core {
             || mask.is_set(event)
             || (event == Event::CREATE_CONTAINER
                 && mask.is_set(Event::VALIDATE_CONTAINER_ADJUSTMENT))
+            // Guarded pods are checked even when no plugin sees them.
+            || (event == Event::RUN_POD_SANDBOX && self.pod_guard.is_some())
     }
 
     pub(crate) fn is_running(&self) -> bool {

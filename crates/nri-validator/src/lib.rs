@@ -20,7 +20,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use annotations::{parse_go_bool, parse_plugin_list};
 use nri_api::quote::go_quote;
 use nri_api::security_profile::ProfileType;
-use nri_api::{Field, OwningPlugins, PodSandbox, ValidateContainerAdjustmentRequest};
+use nri_api::{
+    Field, OwningPlugins, PluginInstance, PodSandbox, ValidateContainerAdjustmentRequest,
+};
 
 pub use annotations::{effective_annotation, ANNOTATION_DOMAIN, REQUIRED_PLUGINS_ANNOTATION};
 
@@ -409,37 +411,65 @@ impl DefaultValidator {
     ) -> Result<Option<Violation>, ValidationError> {
         let pod = req.pod.get_or_default();
         let container = req.container.name.as_str();
-        if self.tolerates_missing_plugins(pod, container)? {
-            return Ok(None);
+        self.missing_plugins(&req.plugins, |key| {
+            effective_annotation(pod, key, container)
+        })
+    }
+
+    /// Checks that the plugins required of a pod sandbox are among
+    /// `plugins`: the configured ones and those its annotations name, in
+    /// their pod-wide forms (`<key>/pod` or `<key>`), unless its toleration
+    /// annotation says otherwise. Upstream checks only containers; this
+    /// serves runtimes that guard pods too. The texts are the container
+    /// check's.
+    pub fn check_pod_required_plugins(
+        &self,
+        pod: &PodSandbox,
+        plugins: &[PluginInstance],
+    ) -> Result<(), ValidationError> {
+        match self.missing_plugins(plugins, |key| pod_annotation(pod, key))? {
+            Some(violation) => Err(ValidationError::Rejected(violation)),
+            None => Ok(()),
+        }
+    }
+
+    /// The required plugins not among `plugins`, unless missing ones are
+    /// tolerated; `annotation` finds an annotation's value in scope.
+    fn missing_plugins<'a>(
+        &self,
+        plugins: &[PluginInstance],
+        annotation: impl Fn(&str) -> Option<&'a str>,
+    ) -> Result<Option<Violation>, ValidationError> {
+        let tolerate = self.cfg.tolerate_missing_annotation.as_str();
+        if !tolerate.is_empty() {
+            if let Some(value) = annotation(tolerate) {
+                let tolerated = parse_go_bool(value)
+                    .map_err(|reason| invalid_annotation(tolerate, value, reason))?;
+                if tolerated {
+                    return Ok(None);
+                }
+            }
         }
         let mut required = self.cfg.required_plugins.clone();
-        if let Some(value) = effective_annotation(pod, REQUIRED_PLUGINS_ANNOTATION, container) {
+        if let Some(value) = annotation(REQUIRED_PLUGINS_ANNOTATION) {
             let annotated = parse_plugin_list(value)
                 .map_err(|reason| invalid_annotation(REQUIRED_PLUGINS_ANNOTATION, value, reason))?;
             required.extend(annotated);
         }
         let missing: Vec<String> = required
             .into_iter()
-            .filter(|name| !plugin_present(req, name))
+            .filter(|name| !plugin_present(plugins, name))
             .collect();
         Ok((!missing.is_empty()).then_some(Violation::RequiredPluginsMissing { missing }))
     }
+}
 
-    /// Whether the configured toleration annotation applies to `container`
-    /// and is true.
-    fn tolerates_missing_plugins(
-        &self,
-        pod: &PodSandbox,
-        container: &str,
-    ) -> Result<bool, ValidationError> {
-        let key = self.cfg.tolerate_missing_annotation.as_str();
-        if key.is_empty() {
-            return Ok(false);
-        }
-        effective_annotation(pod, key, container).map_or(Ok(false), |value| {
-            parse_go_bool(value).map_err(|reason| invalid_annotation(key, value, reason))
-        })
-    }
+/// A pod annotation in its pod-wide forms, `<key>/pod` first.
+fn pod_annotation<'a>(pod: &'a PodSandbox, key: &str) -> Option<&'a str> {
+    pod.annotations
+        .get(&format!("{key}/pod"))
+        .or_else(|| pod.annotations.get(key))
+        .map(String::as_str)
 }
 
 fn invalid_annotation(key: &str, value: &str, reason: String) -> ValidationError {
@@ -478,8 +508,8 @@ fn sysctl_owner(owners: &OwningPlugins, ctr_id: &str, key: &str) -> Option<Strin
 
 /// Whether `name` is a plugin taking part, by base name or as `idx-name`
 /// (upstream's `GetPluginMap`).
-fn plugin_present(req: &ValidateContainerAdjustmentRequest, name: &str) -> bool {
-    req.plugins.iter().any(|p| {
+fn plugin_present(plugins: &[PluginInstance], name: &str) -> bool {
+    plugins.iter().any(|p| {
         p.name == name
             || name
                 .strip_prefix(p.index.as_str())

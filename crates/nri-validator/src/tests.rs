@@ -994,3 +994,109 @@ tolerateMissingPluginsAnnotation: ~
         );
     }
 }
+
+#[test]
+fn pods_are_checked_with_their_pod_wide_annotations() {
+    let plugin = |index: &str, name: &str| PluginInstance {
+        index: index.into(),
+        name: name.into(),
+        ..Default::default()
+    };
+    let pod = |annotations: &[(&str, &str)]| PodSandbox {
+        annotations: annotations
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ..Default::default()
+    };
+    let tolerating = DefaultValidatorConfig {
+        tolerate_missing_annotation: "tolerate".into(),
+        ..required(&["a"])
+    };
+    const REQ: &str = "required-plugins.noderesource.dev";
+    // (case, config, pod annotations, active plugins, expected error)
+    let missing_a = r#"validation error: required plugin "a" not present"#;
+    let missing_b = r#"validation error: required plugin "b" not present"#;
+    type Case<'a> = (
+        &'a str,
+        DefaultValidatorConfig,
+        Vec<(&'a str, &'a str)>,
+        Vec<PluginInstance>,
+        Option<&'a str>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "present",
+            required(&["a"]),
+            vec![],
+            vec![plugin("10", "a")],
+            None,
+        ),
+        (
+            "absent",
+            required(&["a"]),
+            vec![],
+            vec![plugin("10", "b")],
+            Some(missing_a),
+        ),
+        (
+            "by index and name",
+            required(&["10-a"]),
+            vec![],
+            vec![plugin("10", "a")],
+            None,
+        ),
+        (
+            "annotated for the pod",
+            required(&[]),
+            vec![("required-plugins.noderesource.dev/pod", "[b]")],
+            vec![],
+            Some(missing_b),
+        ),
+        (
+            "annotated bare",
+            required(&[]),
+            vec![(REQ, "[b]")],
+            vec![],
+            Some(missing_b),
+        ),
+        (
+            "annotated for a container only",
+            required(&[]),
+            vec![("required-plugins.noderesource.dev/container.c", "[b]")],
+            vec![],
+            None,
+        ),
+        (
+            "tolerated for the pod",
+            tolerating.clone(),
+            vec![("tolerate/pod", "true")],
+            vec![],
+            None,
+        ),
+        (
+            "tolerated for a container only",
+            tolerating.clone(),
+            vec![("tolerate/container.c", "true")],
+            vec![],
+            Some(missing_a),
+        ),
+        (
+            "not tolerated",
+            tolerating,
+            vec![("tolerate", "false")],
+            vec![],
+            Some(missing_a),
+        ),
+    ];
+    for (case, cfg, annotations, plugins, want) in cases {
+        let got = DefaultValidator::new(cfg)
+            .check_pod_required_plugins(&pod(&annotations), &plugins)
+            .map_err(|e| e.to_string());
+        assert_eq!(
+            got,
+            want.map_or(Ok(()), |w| Err(w.to_string())),
+            "case {case:?}"
+        );
+    }
+}

@@ -215,3 +215,82 @@ async fn required_plugins_by_annotation_and_tolerating_missing_ones() {
         );
     }
 }
+
+/// With `required_plugins_guard_pods`, a required plugin that is absent
+/// (an upstream Go-stub one), or dropped during the pod's RunPodSandbox (a
+/// Go-stub one that crashes on it), fails RunPodSandbox, and plugins do not
+/// see a pod refused up front; one present (a Rust-stub one) lets it
+/// through. Without the option, as upstream, every pod goes through.
+#[tokio::test]
+async fn required_plugins_guard_pods_only_when_asked() {
+    const POD_REJECTED: &str =
+        "validator \"00-default-validator\" rejected pod sandbox, reason: validation error: required plugin \"needed\" not present";
+    let run = |id: &str| api::RunPodSandboxRequest {
+        pod: protobuf::MessageField::some(pod(id)),
+        ..Default::default()
+    };
+    for guarded in [false, true] {
+        let h = Harness::start_with(
+            |o: Options| {
+                o.default_validator(DefaultValidatorConfig {
+                    enable: true,
+                    required_plugins: vec!["needed".into()],
+                    ..Default::default()
+                })
+                .required_plugins_guard_pods(guarded)
+            },
+            RuntimeState::default(),
+        )
+        .await;
+        h.nri.start().await.unwrap();
+        let watcher = TestPlugin::default();
+        let _watcher = h.connect("watcher", "90", watcher.clone());
+        h.wait_plugins(2).await;
+        let want = |ok: bool| {
+            if ok {
+                Ok(())
+            } else {
+                Err(POD_REJECTED.to_string())
+            }
+        };
+        let outcome = |r: Result<(), nri_runtime::Error>| r.map_err(|e| e.to_string());
+
+        // Absent: refused before any plugin sees the pod.
+        assert_eq!(
+            outcome(h.nri.run_pod_sandbox(run("p1")).await),
+            want(!guarded)
+        );
+        let saw_p1 = watcher.events().iter().any(|e| e == "RunPodSandbox p1");
+        assert_eq!(saw_p1, !guarded, "a plugin saw a pod refused up front");
+
+        // Present, as a Rust-stub plugin: through.
+        let needed = TestPlugin::default();
+        let rust = h.connect("needed", "30", needed.clone());
+        h.wait_plugins(3).await;
+        assert_eq!(outcome(h.nri.run_pod_sandbox(run("p2")).await), Ok(()));
+        rust.stop();
+        eventually(PATIENCE, "the Rust plugin to go", || {
+            h.nri.plugins().len() == 2
+        })
+        .await;
+
+        // Dropped during the pod's RunPodSandbox: a Go-stub plugin that
+        // crashes on it.
+        let mut crashing = GoPlugin::start(
+            &h,
+            "needed",
+            "30",
+            json!({"events": "runpodsandbox", "exit_on": "RunPodSandbox"}),
+        );
+        // (The plugin-count gauge still counts the Rust plugin gone.)
+        eventually(PATIENCE, "the Go plugin to join", || {
+            h.nri.plugins().len() == 3
+        })
+        .await;
+        assert_eq!(
+            outcome(h.nri.run_pod_sandbox(run("p3")).await),
+            want(!guarded)
+        );
+        assert_eq!(crashing.wait().code(), Some(3), "it crashed as scripted");
+    }
+}
