@@ -28,6 +28,9 @@ func newAdaptation(t *testing.T, syncFn nri.SyncFn, opts ...nri.Option) *nri.Ada
 	opts = append([]nri.Option{nri.WithPluginPath(t.TempDir()), nri.WithDisabledExternalConnections()}, opts...)
 	r, err := nri.New("boundary", "0", syncFn, noUpdate, opts...)
 	require.NoError(t, err)
+	// The core's thread runs from New on: Stop ends it (stopping twice, or
+	// before Start, is fine), so no test leaves one to the next.
+	t.Cleanup(r.Stop)
 	return r
 }
 
