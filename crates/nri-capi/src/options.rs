@@ -237,12 +237,7 @@ pub unsafe extern "C" fn nri_options_set_shutdown_on_stop(
 ) -> nri_status {
     // SAFETY: nri_options_set_shutdown_on_stop's contract: `opts` comes
     // from nri_options_new, `err` is NULL or writable.
-    unsafe {
-        with_options(opts, err, |o| {
-            *o = std::mem::take(o).shutdown_on_stop(on);
-            Ok(())
-        })
-    }
+    unsafe { set_flag(opts, on, err, Options::shutdown_on_stop) }
 }
 
 /// Whether the default validator's required plugins guard pods too: a
@@ -260,11 +255,25 @@ pub unsafe extern "C" fn nri_options_set_required_plugins_guard_pods(
     on: bool,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: nri_options_set_required_plugins_guard_pods's contract:
-    // `opts` comes from nri_options_new, `err` is NULL or writable.
+    // SAFETY: nri_options_set_required_plugins_guard_pods's contract: `opts` comes
+    // from nri_options_new, `err` is NULL or writable.
+    unsafe { set_flag(opts, on, err, Options::required_plugins_guard_pods) }
+}
+
+/// Sets an on/off option.
+///
+/// # Safety
+/// As for [`with_options`].
+unsafe fn set_flag(
+    opts: *mut nri_options,
+    on: bool,
+    err: *mut *mut nri_error,
+    set: fn(Options, bool) -> Options,
+) -> nri_status {
+    // SAFETY: this function's contract is `with_options`'s.
     unsafe {
         with_options(opts, err, |o| {
-            *o = std::mem::take(o).required_plugins_guard_pods(on);
+            *o = set(std::mem::take(o), on);
             Ok(())
         })
     }

@@ -99,9 +99,8 @@ impl SyncCb {
         &self,
         state: &EncodedState<'_>,
     ) -> Result<Vec<ContainerUpdate>, Error> {
-        if self.stop.has_happened() {
-            return Err(Error::NotRunning);
-        }
+        // Biased: once stopped, `wait` is ready at its first poll, and the
+        // sync's timers are never touched.
         let mut stop = self.stop.clone();
         tokio::select! {
             biased;

@@ -277,8 +277,4 @@ impl NextStop {
         // An error means the sender, the Core, is gone: stopped for good.
         let _ = self.epoch.wait_for(|e| *e != started).await;
     }
-
-    pub(crate) fn has_happened(&self) -> bool {
-        *self.epoch.borrow() != self.started
-    }
 }
