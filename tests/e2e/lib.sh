@@ -276,7 +276,14 @@ nri_rs_env() {
     # Only pkg-config: `make` exports flags for its own uses, which a
     # runtime's build must not see.
     unset CGO_LDFLAGS CGO_CPPFLAGS
-    export CGO_CFLAGS="-O2 -g"
+    # Go's build cache keys a cgo package on CGO_CFLAGS but not on what
+    # pkg-config answers: without the install's fingerprint here, a package
+    # compiled against another prefix (another clone sharing the cache)
+    # would be reused, -L path and all (docs/INTEGRATION.md, step 3).
+    local id
+    id=$(cat "$prefix/lib/pkgconfig/nri.pc" "$prefix/include/nri.h" "$prefix/lib/libnri.a" |
+        sha256sum | cut -c1-16)
+    export CGO_CFLAGS="-O2 -g -DNRI_RS_INSTALL_ID=$id"
 }
 
 stock_env() {

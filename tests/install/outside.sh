@@ -12,7 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 plugin=$(realpath "${1:?usage: outside.sh PLUGIN}")
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 
 say() { echo "outside: $*"; }
 
@@ -73,5 +73,27 @@ if ldd "$work/consumer-static" >/dev/null 2>&1; then
     exit 1
 fi
 run "$work/consumer-static"
+
+# Another prefix, the first one gone, the same build cache: what the e2e
+# scripts meet when clones share a cache. With -trimpath nothing in Go's
+# cache key tells the two installs apart but the fingerprint that
+# docs/INTEGRATION.md (step 3) puts into CGO_CFLAGS.
+fingerprint() { cat "$1/lib/pkgconfig/nri.pc" "$1/include/nri.h" "$1/lib/libnri.a" | sha256sum | cut -c1-16; }
+trimmed_build() { # PREFIX OUT [CGO_CFLAGS]
+    env -u CGO_LDFLAGS -u CGO_CPPFLAGS CGO_CFLAGS="${3:--O2 -g}" PKG_CONFIG_PATH="$1/lib/pkgconfig" \
+        GOFLAGS=-mod=mod GOCACHE="$work/gocache" go build -trimpath -o "$2" . 2>"$work/trimmed.log"
+}
+say "a second prefix after the first is gone, -trimpath, CGO_CFLAGS with the install's fingerprint"
+trimmed_build "$work/prefix" "$work/consumer-trimmed" ||
+    { cat "$work/trimmed.log" >&2; exit 1; }
+make -C "$root" --no-print-directory install PREFIX="$work/prefix2" >"$work/install.log" 2>&1 ||
+    { cat "$work/install.log" >&2; exit 1; }
+rm -rf "$work/prefix"
+if ! trimmed_build "$work/prefix2" "$work/consumer-trimmed2"; then
+    say "(as documented: without the fingerprint, Go reuses the package built against the removed prefix)"
+fi
+trimmed_build "$work/prefix2" "$work/consumer-trimmed3" "-O2 -g -DNRI_RS_INSTALL_ID=$(fingerprint "$work/prefix2")" ||
+    { cat "$work/trimmed.log" >&2; echo "outside: the fingerprinted build still used the removed prefix" >&2; exit 1; }
+run "$work/consumer-trimmed3"
 
 say "ok: installed nri-rs builds and runs outside the repository, dynamic and static"
