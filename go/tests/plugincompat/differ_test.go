@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 )
 
 // startDiffer runs a differ at indices 5 and 15 against the socket, logging
-// to logFile, and returns once both instances registered.
+// to logFile, and returns once both instances logged that they started
+// (they are configured; the runtime may still be synchronizing them).
 func startDiffer(t *testing.T, bin, socket, logFile string, extra ...string) {
 	t.Helper()
 	args := append([]string{"-indices", "5,15", "-socket-path", socket, "-log-file", logFile}, extra...)
@@ -27,7 +29,7 @@ func startDiffer(t *testing.T, bin, socket, logFile string, extra ...string) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	started := regexp.MustCompile(`(?i)started plugin .*15-`)
-	waitFor(t, "differ registered", func() bool {
+	waitFor(t, "differ started", func() bool {
 		data, _ := os.ReadFile(logFile)
 		return started.Match(data) && regexp.MustCompile(`(?i)started plugin .*05-`).Match(data)
 	})
@@ -81,7 +83,12 @@ func TestDiffer(t *testing.T) {
 		dir := tempDir(t)
 		install(t, dir, injector)
 		socket := filepath.Join(dir, "nri.sock")
-		syncFn := func(ctx context.Context, cb nri.SyncCB) error { _, err := cb(ctx, nil, nil); return err }
+		var synced atomic.Int32
+		syncFn := func(ctx context.Context, cb nri.SyncCB) error {
+			_, err := cb(ctx, nil, nil)
+			synced.Add(1)
+			return err
+		}
 		updateFn := func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return nil, nil }
 		r, err := nri.New("nri-compat", "v0.0.0", syncFn, updateFn,
 			nri.WithPluginPath(filepath.Join(dir, "plugins")),
@@ -96,6 +103,12 @@ func TestDiffer(t *testing.T) {
 		defer r.Stop()
 		logFile := filepath.Join(dir, "differ.log")
 		startDiffer(t, differ, socket, logFile)
+		// The differ logs "started" once configured, before the runtime
+		// has synchronized and registered it: an event sent then would
+		// miss an instance. Two syncs done, and a sync block taken once
+		// the second's registration is over, mean both are registered.
+		waitFor(t, "differ synchronized", func() bool { return synced.Load() >= 2 })
+		r.BlockPluginSync().Unblock()
 		ctx := context.Background()
 		if err := r.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: c.pod}); err != nil {
 			t.Fatal(err)
