@@ -111,6 +111,11 @@ type Adaptation struct {
 	shutdownOnStop bool
 	// Whether required plugins guard pods (WithRequiredPluginsGuardingPods).
 	guardPods bool
+	// Whether joining plugins are activated within the sync
+	// (WithPluginsActivatedWithinSync).
+	activateWithinSync bool
+	// Whether a plugin replaces a connected one of its name (WithPluginHandover).
+	pluginHandover bool
 
 	core *C.nri_adaptation
 }
@@ -315,6 +320,18 @@ func (r *Adaptation) createCore() error {
 				return nil
 			}
 			return check(C.nri_options_set_required_plugins_guard_pods(opts, true, &cerr))
+		},
+		func() error {
+			if !r.activateWithinSync {
+				return nil
+			}
+			return check(C.nri_options_set_activate_within_sync(opts, true, &cerr))
+		},
+		func() error {
+			if !r.pluginHandover {
+				return nil
+			}
+			return check(C.nri_options_set_plugin_handover(opts, true, &cerr))
 		},
 		func() error {
 			if r.validator == nil {

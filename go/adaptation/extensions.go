@@ -55,3 +55,35 @@ func WithRequiredPluginsGuardingPods() Option {
 		return nil
 	}
 }
+
+// WithPluginsActivatedWithinSync makes a plugin that connects active as
+// soon as it has answered its Synchronize, while the runtime's SyncFn is
+// still running, instead of after SyncFn returned. Every event the runtime
+// sends once its SyncFn returned then reaches the plugin: a runtime whose
+// SyncFn and changes exclude each other (its own lock, or BlockPluginSync
+// around each change) loses no pod or container to a joining plugin. Each
+// is in the plugin's snapshot or reaches it as an event, exactly once.
+// Without it, as upstream, an event sent between SyncFn's return and the
+// plugin's activation is not offered to the plugin. If SyncFn fails after
+// the plugin answered, the plugin is dropped again.
+func WithPluginsActivatedWithinSync() Option {
+	return func(r *Adaptation) error {
+		r.activateWithinSync = true
+		return nil
+	}
+}
+
+// WithPluginHandover makes a plugin that registers under the idx-name of
+// a connected one replace it once synchronized: the new instance joins and
+// the old one leaves the plugin list in one step, so each event reaches
+// exactly one of them and none reaches neither (a plugin upgrade without
+// a gap). The old instance is closed once the events it was already in
+// have ended; with WithShutdownOnStop it is sent Shutdown first, waiting
+// one request timeout at most. Without it, as upstream, both stay
+// connected and each event reaches both.
+func WithPluginHandover() Option {
+	return func(r *Adaptation) error {
+		r.pluginHandover = true
+		return nil
+	}
+}

@@ -129,6 +129,24 @@ static void slow_run_pod(void *ud, nri_builtin_op op, const uint8_t *req, size_t
         sleep_ms(400);
 }
 
+/* The plugin lifecycle options, activation within the sync and handover:
+ * refused without options; with them, start and stop work as without
+ * (their effect on plugins is tested in the core's and the Go tests). */
+static void plugin_lifecycle_options_are_options(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    assert_fails(nri_options_set_activate_within_sync(NULL, true, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "options");
+    assert_fails(nri_options_set_plugin_handover(NULL, true, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "options");
+    assert_ok(nri_options_set_activate_within_sync(f->opts, true, &err), &err);
+    assert_ok(nri_options_set_plugin_handover(f->opts, true, &err), &err);
+    fixture_new(f);
+    assert_ok(nri_adaptation_start(f->a, &err), &err);
+    assert_ok(nri_adaptation_stop(f->a, &err), &err);
+}
+
 /* Shutdown on stop: refused without options; with it, start and stop work
  * as without (its effect on plugins is tested in the core's Rust tests). */
 static void shutdown_on_stop_is_an_option(void **state)
@@ -382,6 +400,7 @@ int main(void)
         FIXTURE_TEST(request_timeout_fails_slow_plugins),
         FIXTURE_TEST(event_timeout_bounds_whole_events),
         FIXTURE_TEST(shutdown_on_stop_is_an_option),
+        FIXTURE_TEST(plugin_lifecycle_options_are_options),
         FIXTURE_TEST(a_cancelled_event_returns_at_once),
         FIXTURE_TEST(socket_path_is_where_plugins_connect),
         FIXTURE_TEST(disabled_external_connections_create_no_socket),

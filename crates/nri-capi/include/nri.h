@@ -1067,6 +1067,33 @@ nri_status nri_options_set_required_plugins_guard_pods(struct nri_options *opts,
                                                        struct nri_error **err);
 
 /**
+ * Whether a plugin that connects is made active as soon as it answered
+ * its `Synchronize`, while the runtime's sync callback still runs, instead
+ * of after that callback returned: every event the runtime sends once its
+ * sync callback returned reaches the plugin. Off by default, as upstream
+ * activates it only afterwards. Not upstream's.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `err` is NULL or writable.
+ */
+nri_status nri_options_set_activate_within_sync(struct nri_options *opts,
+                                                bool on,
+                                                struct nri_error **err);
+
+/**
+ * Whether a plugin that registers under the `idx-name` of a connected one
+ * replaces it once synchronized, in one step, so each event reaches
+ * exactly one of the two; the old one is closed after the events it was
+ * in. Off by default, as upstream keeps both. Not upstream's.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `err` is NULL or writable.
+ */
+nri_status nri_options_set_plugin_handover(struct nri_options *opts,
+                                           bool on,
+                                           struct nri_error **err);
+
+/**
  * Enables the builtin default validator with this configuration
  * (`WithDefaultValidator`), given as YAML or JSON with upstream's keys
  * (`enable`, `rejectOCIHookAdjustment`, `requiredPlugins`,

@@ -260,6 +260,43 @@ pub unsafe extern "C" fn nri_options_set_required_plugins_guard_pods(
     unsafe { set_flag(opts, on, err, Options::required_plugins_guard_pods) }
 }
 
+/// Whether a plugin that connects is made active as soon as it answered
+/// its `Synchronize`, while the runtime's sync callback still runs, instead
+/// of after that callback returned: every event the runtime sends once its
+/// sync callback returned reaches the plugin. Off by default, as upstream
+/// activates it only afterwards. Not upstream's.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_activate_within_sync(
+    opts: *mut nri_options,
+    on: bool,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: nri_options_set_activate_within_sync's contract: `opts` comes
+    // from nri_options_new, `err` is NULL or writable.
+    unsafe { set_flag(opts, on, err, Options::activate_within_sync) }
+}
+
+/// Whether a plugin that registers under the `idx-name` of a connected one
+/// replaces it once synchronized, in one step, so each event reaches
+/// exactly one of the two; the old one is closed after the events it was
+/// in. Off by default, as upstream keeps both. Not upstream's.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_plugin_handover(
+    opts: *mut nri_options,
+    on: bool,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: nri_options_set_plugin_handover's contract: `opts` comes
+    // from nri_options_new, `err` is NULL or writable.
+    unsafe { set_flag(opts, on, err, Options::plugin_handover) }
+}
+
 /// Sets an on/off option.
 ///
 /// # Safety

@@ -8,7 +8,7 @@ use log::{info, warn};
 
 use crate::error::peer_text;
 use crate::plugin::{Origin, Plugin, Transport};
-use crate::shared::Core;
+use crate::shared::{Activation, Core};
 use crate::{connect, launch, sync, BuiltinPlugin, Error, SyncCb};
 
 /// Brings up builtin and pre-installed plugins and synchronizes them in one
@@ -107,16 +107,14 @@ pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
             return;
         }
     };
+    let within = core.activate_within_sync.then(|| Arc::clone(&core));
     let cb = SyncCb::new(
-        sync::SyncTargets::External(Arc::clone(&plugin)),
+        sync::SyncTargets::External(Arc::clone(&plugin), within),
         core.request_timeout(),
         core.next_stop(),
     );
     match core.sync_fn.sync(cb).await {
-        Ok(()) if !plugin.is_closed() => {
-            info!("plugin {} registered", plugin.qualified_name());
-            core.add_plugins([plugin]);
-        }
+        Ok(()) if !plugin.is_closed() => make_active(&core, &plugin),
         Ok(()) => warn!(
             "plugin {} went away during synchronization",
             plugin.qualified_name()
@@ -127,7 +125,37 @@ pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
                 plugin.qualified_name(),
                 peer_text(&e)
             );
+            // It may be active already (activated within the sync).
             plugin.close();
+            core.prune_closed();
         }
     }
+}
+
+/// Makes a synchronized external plugin active (once; see
+/// [`Core::activate`]) and retires the instances it replaces.
+pub(crate) fn make_active(core: &Arc<Core>, plugin: &Arc<Plugin>) {
+    let Activation::Activated { replaced } = core.activate(plugin) else {
+        return;
+    };
+    info!("plugin {} registered", plugin.qualified_name());
+    for old in replaced {
+        info!(
+            "plugin {} replaces {}",
+            plugin.qualified_name(),
+            old.qualified_name()
+        );
+        core.spawn(retire(Arc::clone(core), old));
+    }
+}
+
+/// Closes a replaced plugin once the events it was already in have ended:
+/// the event lock is free only then. With `shutdown_on_stop` it is told
+/// `Shutdown` first.
+async fn retire(core: Arc<Core>, old: Arc<Plugin>) {
+    drop(core.events.lock().await);
+    if core.shutdown_on_stop {
+        old.shutdown(core.request_timeout()).await;
+    }
+    old.close();
 }

@@ -73,6 +73,8 @@ impl Adaptation {
             request_timeout: opts.request_timeout,
             event_timeout: opts.event_timeout,
             shutdown_on_stop: opts.shutdown_on_stop,
+            activate_within_sync: opts.activate_within_sync,
+            plugin_handover: opts.plugin_handover,
             pod_guard: opts
                 .validator
                 .filter(|_| opts.guard_pods)

@@ -51,6 +51,8 @@ pub struct Options {
     pub(crate) event_timeout: Option<Duration>,
     pub(crate) shutdown_on_stop: bool,
     pub(crate) guard_pods: bool,
+    pub(crate) activate_within_sync: bool,
+    pub(crate) plugin_handover: bool,
     /// The default validator's configuration, if enabled.
     pub(crate) validator: Option<nri_validator::DefaultValidatorConfig>,
     pub(crate) max_pending_connections: usize,
@@ -73,6 +75,8 @@ impl Default for Options {
             event_timeout: None,
             shutdown_on_stop: false,
             guard_pods: false,
+            activate_within_sync: false,
+            plugin_handover: false,
             validator: None,
             max_pending_connections: 1024,
             runtime: None,
@@ -170,6 +174,34 @@ impl Options {
     /// through. Not upstream's: a runtime opts in.
     pub fn required_plugins_guard_pods(mut self, on: bool) -> Self {
         self.guard_pods = on;
+        self
+    }
+    /// A plugin that connects is made active as soon as it has answered
+    /// its `Synchronize`, while the runtime's [`SyncFn`](crate::SyncFn) is
+    /// still running, instead of after it returned. Every event the
+    /// runtime sends once its sync function returned then reaches the
+    /// plugin, so a runtime that serializes its sync function with its
+    /// changes (its own lock, or a [`PluginSyncBlock`](crate::PluginSyncBlock)
+    /// around each) loses no pod or container to a joining plugin: each is
+    /// in the snapshot or reaches it as an event, exactly once. Upstream
+    /// activates the plugin only after the sync function returned, and an
+    /// event sent in between is not offered to it. If the sync function
+    /// then fails, the plugin is dropped again. Not upstream's: a runtime
+    /// opts in.
+    pub fn activate_within_sync(mut self, on: bool) -> Self {
+        self.activate_within_sync = on;
+        self
+    }
+    /// A plugin that registers under the `idx-name` of a connected external
+    /// plugin replaces it once synchronized: in one step, the new instance
+    /// joins the plugin list and the old one leaves it, so every event goes
+    /// to exactly one of them. The old instance is closed once the events
+    /// it was already in have ended (and, with
+    /// [`shutdown_on_stop`](Self::shutdown_on_stop), sent `Shutdown` first,
+    /// waiting one request timeout at most). Upstream keeps both and sends
+    /// each event to both. Not upstream's: a runtime opts in.
+    pub fn plugin_handover(mut self, on: bool) -> Self {
+        self.plugin_handover = on;
         self
     }
     /// Most external connections in the registration handshake at once;

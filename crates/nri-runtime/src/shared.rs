@@ -29,6 +29,12 @@ pub(crate) struct Core {
     pub(crate) event_timeout: Option<Duration>,
     /// Whether stop sends plugins `Shutdown` first ([`Options::shutdown_on_stop`](crate::Options::shutdown_on_stop)).
     pub(crate) shutdown_on_stop: bool,
+    /// Whether a joining plugin is made active inside the runtime's sync
+    /// ([`Options::activate_within_sync`](crate::Options::activate_within_sync)).
+    pub(crate) activate_within_sync: bool,
+    /// Whether a plugin replaces a connected one of its `idx-name`
+    /// ([`Options::plugin_handover`](crate::Options::plugin_handover)).
+    pub(crate) plugin_handover: bool,
     /// Checks a pod's required plugins, when they guard pods
     /// ([`Options::required_plugins_guard_pods`](crate::Options::required_plugins_guard_pods)).
     pub(crate) pod_guard: Option<nri_validator::DefaultValidator>,
@@ -232,6 +238,40 @@ impl Core {
         self.metrics.update_plugin_count(count);
     }
 
+    /// Makes a synchronized external plugin active. Once only: a plugin in
+    /// the list already (activated within the runtime's sync) stays as it
+    /// is. With handover, the other connected plugins of its `idx-name`
+    /// leave the list in the same step, so each event sees exactly one of
+    /// them; they are returned for the caller to retire.
+    pub(crate) fn activate(&self, plugin: &Arc<Plugin>) -> Activation {
+        let (replaced, count) = {
+            let mut plugins = self.lock_plugins();
+            if !self.accepting.load(Ordering::Acquire) {
+                drop(plugins);
+                info!("plugin {} arrived after stop", plugin.qualified_name());
+                plugin.close();
+                return Activation::Stopped;
+            }
+            if plugins.iter().any(|p| Arc::ptr_eq(p, plugin)) {
+                return Activation::AlreadyActive;
+            }
+            let mut replaced = Vec::new();
+            if self.plugin_handover {
+                let (old, kept): (Vec<_>, Vec<_>) = plugins
+                    .drain(..)
+                    .partition(|p| !p.is_builtin() && p.name == plugin.name);
+                *plugins = kept;
+                replaced = old;
+            }
+            plugins.push(Arc::clone(plugin));
+            plugins.sort_by(|a, b| a.idx.cmp(&b.idx));
+            self.publish_events(&plugins);
+            (replaced, plugins.len())
+        };
+        self.metrics.update_plugin_count(count);
+        Activation::Activated { replaced }
+    }
+
     /// Drops closed plugins; called after every event, as upstream does.
     pub(crate) fn prune_closed(&self) {
         let (closed, count) = {
@@ -260,6 +300,17 @@ impl Core {
         }
         self.metrics.update_plugin_count(0);
     }
+}
+
+/// What [`Core::activate`] did.
+pub(crate) enum Activation {
+    /// The plugin joined the list; `replaced` left it (handover).
+    Activated {
+        replaced: Vec<Arc<Plugin>>,
+    },
+    AlreadyActive,
+    /// The adaptation is stopped: the plugin was closed.
+    Stopped,
 }
 
 /// Resolves once the adaptation is stopped after it was made. Needs no

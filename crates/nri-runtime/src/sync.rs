@@ -10,6 +10,7 @@ use protobuf::Message;
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
 use super::plugin::Plugin;
+use super::shared::Core;
 use super::Error;
 use nri_api::{Container, ContainerUpdate, PodSandbox};
 
@@ -226,8 +227,10 @@ pub(crate) async fn synchronize(
 /// The plugins a [`SyncCb`](super::SyncCb) synchronizes, and how their
 /// failures count.
 pub(crate) enum SyncTargets {
-    /// A plugin that connected on its own: its failure is the sync's failure.
-    External(Arc<Plugin>),
+    /// A plugin that connected on its own: its failure is the sync's
+    /// failure. With a core, it is made active there as soon as it
+    /// answered ([`Options::activate_within_sync`](crate::Options::activate_within_sync)).
+    External(Arc<Plugin>, Option<Arc<Core>>),
     /// The plugins started together: one that fails is closed, and the
     /// others go on.
     Started(Vec<Arc<Plugin>>),
@@ -240,7 +243,13 @@ impl SyncTargets {
         timeout: std::time::Duration,
     ) -> Result<Vec<ContainerUpdate>, Error> {
         let plugins = match self {
-            SyncTargets::External(p) => return synchronize(p, state, timeout).await,
+            SyncTargets::External(p, activate) => {
+                let updates = synchronize(p, state, timeout).await?;
+                if let Some(core) = activate {
+                    crate::activate::make_active(core, p);
+                }
+                return Ok(updates);
+            }
             SyncTargets::Started(plugins) => plugins,
         };
         let mut updates = Vec::new();
