@@ -192,8 +192,9 @@ impl Options {
         self.activate_within_sync = on;
         self
     }
-    /// A plugin that registers under the `idx-name` of a connected external
-    /// plugin replaces it once synchronized: in one step, the new instance
+    /// A plugin that registers under the `idx-name` of a connected one
+    /// (external or pre-installed, never builtin) replaces it once
+    /// synchronized: in one step, the new instance
     /// joins the plugin list and the old one leaves it, so every event goes
     /// to exactly one of them. The old instance is closed once the events
     /// it was already in have ended (and, with

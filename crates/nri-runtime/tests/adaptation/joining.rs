@@ -124,6 +124,8 @@ impl Runtime {
         )
         .unwrap();
         nri.start().await.unwrap();
+        // Start's own sync, for pre-installed plugins.
+        synced.notified().await;
         Runtime {
             nri,
             store,
