@@ -28,6 +28,7 @@ import (
 	"reflect"
 	"runtime"
 	"runtime/cgo"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -116,6 +117,8 @@ type Adaptation struct {
 	activateWithinSync bool
 	// Whether a plugin replaces a connected one of its name (WithPluginHandover).
 	pluginHandover bool
+	// Request timeouts of single plugins (WithPluginRequestTimeout).
+	pluginTimeouts map[string]time.Duration
 
 	core *C.nri_adaptation
 }
@@ -332,6 +335,22 @@ func (r *Adaptation) createCore() error {
 				return nil
 			}
 			return check(C.nri_options_set_plugin_handover(opts, true, &cerr))
+		},
+		func() error {
+			names := make([]string, 0, len(r.pluginTimeouts))
+			for name := range r.pluginTimeouts {
+				names = append(names, name)
+			}
+			sort.Strings(names)
+			for _, name := range names {
+				millis := C.uint64_t(r.pluginTimeouts[name].Milliseconds())
+				if err := withString(name, func(s *C.char) C.nri_status {
+					return C.nri_options_set_plugin_request_timeout(opts, s, millis, &cerr)
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
 		},
 		func() error {
 			if r.validator == nil {

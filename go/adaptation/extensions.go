@@ -27,6 +27,30 @@ func WithEventTimeout(budget time.Duration) Option {
 	}
 }
 
+// WithPluginRequestTimeout gives one plugin a request timeout of its own,
+// instead of the one SetPluginRequestTimeout sets for all: every request
+// to the plugin (Configure, Synchronize, events, validation) may take that
+// long, and the plugin is told it in Configure. plugin is its idx-name or its name alone; the idx-name wins.
+// Use it once per plugin. It overrides a pre-installed plugin's runtime
+// drop-in, <idx>-<name>.runtime.yaml next to its .conf with a Go duration
+// under requestTimeout. Without either, as upstream, all plugins share one
+// timeout.
+func WithPluginRequestTimeout(plugin string, timeout time.Duration) Option {
+	return func(r *Adaptation) error {
+		if plugin == "" {
+			return fmt.Errorf("plugin request timeout: empty plugin name")
+		}
+		if timeout < time.Millisecond {
+			return fmt.Errorf("request timeout %v of plugin %q is below 1ms", timeout, plugin)
+		}
+		if r.pluginTimeouts == nil {
+			r.pluginTimeouts = map[string]time.Duration{}
+		}
+		r.pluginTimeouts[plugin] = timeout
+		return nil
+	}
+}
+
 // WithShutdownOnStop makes Stop send every connected plugin the Shutdown
 // request of the NRI protocol, all at once and waiting at most one request
 // timeout in all, before it closes their connections, so a plugin can

@@ -147,6 +147,26 @@ static void plugin_lifecycle_options_are_options(void **state)
     assert_ok(nri_adaptation_stop(f->a, &err), &err);
 }
 
+/* A plugin's own request timeout: refused without options, without a
+ * name, with an empty one and at 0 ms; set, the adaptation runs. */
+static void plugin_request_timeout_needs_a_name_and_a_time(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    assert_fails(nri_options_set_plugin_request_timeout(NULL, "10-slow", 5000, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "options");
+    assert_fails(nri_options_set_plugin_request_timeout(f->opts, NULL, 5000, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "plugin is NULL");
+    assert_fails(nri_options_set_plugin_request_timeout(f->opts, "", 5000, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "plugin is empty");
+    assert_fails(nri_options_set_plugin_request_timeout(f->opts, "slow", 0, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "request timeout of plugin \"slow\" is 0");
+    assert_ok(nri_options_set_plugin_request_timeout(f->opts, "10-slow", 5000, &err), &err);
+    fixture_new(f);
+    assert_ok(nri_adaptation_start(f->a, &err), &err);
+    assert_ok(nri_adaptation_stop(f->a, &err), &err);
+}
+
 /* Shutdown on stop: refused without options; with it, start and stop work
  * as without (its effect on plugins is tested in the core's Rust tests). */
 static void shutdown_on_stop_is_an_option(void **state)
@@ -401,6 +421,7 @@ int main(void)
         FIXTURE_TEST(event_timeout_bounds_whole_events),
         FIXTURE_TEST(shutdown_on_stop_is_an_option),
         FIXTURE_TEST(plugin_lifecycle_options_are_options),
+        FIXTURE_TEST(plugin_request_timeout_needs_a_name_and_a_time),
         FIXTURE_TEST(a_cancelled_event_returns_at_once),
         FIXTURE_TEST(socket_path_is_where_plugins_connect),
         FIXTURE_TEST(disabled_external_connections_create_no_socket),

@@ -1039,6 +1039,22 @@ nri_status nri_options_set_event_timeout(struct nri_options *opts,
                                          struct nri_error **err);
 
 /**
+ * A request timeout for one plugin, instead of the adaptation's, for every
+ * request to it. `plugin` is its `idx-name` or its name alone (the
+ * `idx-name` wins); it overrides a pre-installed plugin's runtime drop-in
+ * (`<idx>-<name>.runtime.yaml`, key `requestTimeout`). `millis` must be
+ * at least 1; setting a plugin again replaces its timeout. Not upstream's.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `plugin` is a NUL-terminated
+ * string; `err` is NULL or writable.
+ */
+nri_status nri_options_set_plugin_request_timeout(struct nri_options *opts,
+                                                  const char *plugin,
+                                                  uint64_t millis,
+                                                  struct nri_error **err);
+
+/**
  * Whether `nri_adaptation_stop` first sends every connected plugin the
  * protocol's `Shutdown` request, all at once, waiting at most one request
  * timeout in all, before closing the connections. Off by default, as

@@ -222,6 +222,42 @@ pub unsafe extern "C" fn nri_options_set_event_timeout(
     unsafe { set_timeout(opts, millis, err, Options::event_timeout) }
 }
 
+/// A request timeout for one plugin, instead of the adaptation's, for every
+/// request to it. `plugin` is its `idx-name` or its name alone (the
+/// `idx-name` wins); it overrides a pre-installed plugin's runtime drop-in
+/// (`<idx>-<name>.runtime.yaml`, key `requestTimeout`). `millis` must be
+/// at least 1; setting a plugin again replaces its timeout. Not upstream's.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `plugin` is a NUL-terminated
+/// string; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_plugin_request_timeout(
+    opts: *mut nri_options,
+    plugin: *const c_char,
+    millis: u64,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    let set = |o: &mut Options| {
+        // SAFETY: nri_options_set_plugin_request_timeout's contract:
+        // `plugin` is NUL-terminated.
+        let name = unsafe { str_arg("plugin", plugin) }?;
+        if name.is_empty() {
+            return Err(Failure::invalid("plugin is empty"));
+        }
+        if millis == 0 {
+            return Err(Failure::invalid(format!(
+                "request timeout of plugin {name:?} is 0"
+            )));
+        }
+        *o = std::mem::take(o).plugin_request_timeout(name, Duration::from_millis(millis));
+        Ok(())
+    };
+    // SAFETY: nri_options_set_plugin_request_timeout's contract: `opts`
+    // comes from nri_options_new, `err` is NULL or writable.
+    unsafe { with_options(opts, err, set) }
+}
+
 /// Whether `nri_adaptation_stop` first sends every connected plugin the
 /// protocol's `Shutdown` request, all at once, waiting at most one request
 /// timeout in all, before closing the connections. Off by default, as

@@ -27,6 +27,7 @@ pub(crate) async fn start_plugins(
             Origin::Builtin,
             None,
             String::new(),
+            None,
             Transport::Builtin(b.handlers.clone()),
             Arc::clone(&core),
         ));
@@ -70,7 +71,6 @@ pub(crate) async fn start_plugins(
 
     let cb = SyncCb::new(
         sync::SyncTargets::Started(started.clone()),
-        core.request_timeout(),
         core.next_stop(),
     );
     if let Err(e) = core.sync_fn.sync(cb).await {
@@ -110,7 +110,6 @@ pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
     let within = core.activate_within_sync.then(|| Arc::clone(&core));
     let cb = SyncCb::new(
         sync::SyncTargets::External(Arc::clone(&plugin), within),
-        core.request_timeout(),
         core.next_stop(),
     );
     match core.sync_fn.sync(cb).await {
@@ -155,7 +154,7 @@ pub(crate) fn make_active(core: &Arc<Core>, plugin: &Arc<Plugin>) {
 async fn retire(core: Arc<Core>, old: Arc<Plugin>) {
     drop(core.events.lock().await);
     if core.shutdown_on_stop {
-        old.shutdown(core.request_timeout()).await;
+        old.shutdown(old.request_timeout()).await;
     }
     old.close();
 }

@@ -74,6 +74,7 @@ impl Adaptation {
             event_timeout: opts.event_timeout,
             shutdown_on_stop: opts.shutdown_on_stop,
             activate_within_sync: opts.activate_within_sync,
+            plugin_request_timeouts: opts.plugin_request_timeouts,
             plugin_handover: opts.plugin_handover,
             pod_guard: opts
                 .validator

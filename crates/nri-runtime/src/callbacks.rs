@@ -61,15 +61,13 @@ where
 #[derive(Clone)]
 pub struct SyncCb {
     targets: Arc<SyncTargets>,
-    timeout: Duration,
     stop: NextStop,
 }
 
 impl SyncCb {
-    pub(crate) fn new(targets: SyncTargets, timeout: Duration, stop: NextStop) -> SyncCb {
+    pub(crate) fn new(targets: SyncTargets, stop: NextStop) -> SyncCb {
         SyncCb {
             targets: Arc::new(targets),
-            timeout,
             stop,
         }
     }
@@ -105,7 +103,7 @@ impl SyncCb {
         tokio::select! {
             biased;
             () = stop.wait() => Err(Error::NotRunning),
-            result = self.targets.synchronize(state, self.timeout) => result,
+            result = self.targets.synchronize(state) => result,
         }
     }
 }

@@ -53,6 +53,8 @@ pub(crate) struct Launched {
     pub(crate) idx: String,
     pub(crate) base: String,
     pub(crate) config: String,
+    /// From the runtime's drop-in for it.
+    pub(crate) request_timeout: Option<std::time::Duration>,
     pub(crate) child: Child,
 }
 
@@ -231,9 +233,9 @@ pub(crate) async fn connect(
         mux.set_receive_limits(mux::ReceiveLimits::default());
         mux.leave_budget();
     }
-    let (base, idx, config, child) = match (registration, launched) {
-        (Ok((name, idx)), None) => (name, idx, String::new(), None),
-        (Ok(_), Some(l)) => (l.base, l.idx, l.config, Some(l.child)),
+    let (base, idx, config, dropin_timeout, child) = match (registration, launched) {
+        (Ok((name, idx)), None) => (name, idx, String::new(), None, None),
+        (Ok(_), Some(l)) => (l.base, l.idx, l.config, l.request_timeout, Some(l.child)),
         (Err(reason), launched) => {
             // Let a rejected plugin read why before the connection goes;
             // it normally hangs up itself right away.
@@ -252,6 +254,7 @@ pub(crate) async fn connect(
         origin,
         pid,
         config,
+        dropin_timeout,
         Transport::Ttrpc {
             client,
             raw,

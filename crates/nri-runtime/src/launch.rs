@@ -10,6 +10,7 @@ use log::warn;
 
 use super::child;
 use super::connect::Launched;
+use super::dropin::{self, RuntimeDropin};
 use super::Error;
 use nri_api as api;
 
@@ -23,6 +24,8 @@ pub(crate) struct Discovered {
     pub(crate) base: String,
     pub(crate) path: PathBuf,
     pub(crate) config: String,
+    /// The runtime's own drop-in for it ([`dropin`](super::dropin)).
+    pub(crate) runtime: RuntimeDropin,
 }
 
 /// Lists the plugins in `dir` in file-name order with their drop-in
@@ -61,11 +64,13 @@ pub(crate) fn discover(dir: &Path, dropin_dir: &Path) -> Result<Vec<Discovered>,
             ))
         })?;
         let config = read_dropin(dropin_dir, idx, base)?;
+        let runtime = dropin::read(dropin_dir, idx, base)?;
         found.push(Discovered {
             idx: idx.to_string(),
             base: base.to_string(),
             path,
             config,
+            runtime,
         });
     }
     Ok(found)
@@ -74,20 +79,35 @@ pub(crate) fn discover(dir: &Path, dropin_dir: &Path) -> Result<Vec<Discovered>,
 /// The plugin's configuration: `<dropin>/<idx>-<base>.conf`, else
 /// `<dropin>/<base>.conf`, else empty.
 fn read_dropin(dropin_dir: &Path, idx: &str, base: &str) -> Result<String, Error> {
-    for file in [format!("{idx}-{base}.conf"), format!("{base}.conf")] {
-        let path = dropin_dir.join(file);
+    Ok(read_named(dropin_dir, idx, base, ".conf", "configuration")?
+        .map(|(_, bytes)| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default())
+}
+
+/// The first of `<dir>/<idx>-<base><ext>` and `<dir>/<base><ext>` that
+/// exists, with its contents; a file that exists but cannot be read is an
+/// error naming it as `what`.
+pub(crate) fn read_named(
+    dir: &Path,
+    idx: &str,
+    base: &str,
+    ext: &str,
+    what: &str,
+) -> Result<Option<(PathBuf, Vec<u8>)>, Error> {
+    for file in [format!("{idx}-{base}{ext}"), format!("{base}{ext}")] {
+        let path = dir.join(file);
         match std::fs::read(&path) {
-            Ok(bytes) => return Ok(String::from_utf8_lossy(&bytes).into_owned()),
+            Ok(bytes) => return Ok(Some((path, bytes))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => {
                 return Err(Error::Start(format!(
-                    "failed to read configuration {}: {e}",
+                    "failed to read {what} {}: {e}",
                     path.display()
                 )))
             }
         }
     }
-    Ok(String::new())
+    Ok(None)
 }
 
 /// Whether the file is a WebAssembly module rather than an executable.
@@ -145,6 +165,7 @@ pub(crate) fn launch(d: &Discovered) -> Result<(tokio::net::UnixStream, Launched
             idx: d.idx.clone(),
             base: d.base.clone(),
             config: d.config.clone(),
+            request_timeout: d.runtime.request_timeout,
             child,
         },
     ))

@@ -45,6 +45,7 @@ mod call;
 mod callbacks;
 mod child;
 mod connect;
+mod dropin;
 mod error;
 mod launch;
 mod listener;

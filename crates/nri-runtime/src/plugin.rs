@@ -56,6 +56,9 @@ pub(crate) struct Plugin {
     pub(crate) pid: Option<i32>,
     /// Drop-in configuration handed over in Configure.
     pub(crate) config: String,
+    /// This plugin's request timeout, if not the adaptation's: the
+    /// runtime's per-plugin setting, else its runtime drop-in's.
+    request_timeout: Option<Duration>,
     pub(crate) transport: Transport,
     events: AtomicI32,
     /// The plugin's failure policy, from Configure (unset: both false).
@@ -77,11 +80,20 @@ impl Plugin {
         origin: Origin,
         pid: Option<i32>,
         config: String,
+        dropin_timeout: Option<Duration>,
         transport: Transport,
         core: Arc<Core>,
     ) -> Plugin {
+        let name = format!("{idx}-{base}");
+        let request_timeout = core
+            .plugin_request_timeouts
+            .get(&name)
+            .or_else(|| core.plugin_request_timeouts.get(&base))
+            .copied()
+            .or(dropin_timeout);
         Plugin {
-            name: format!("{idx}-{base}"),
+            name,
+            request_timeout,
             base,
             idx,
             origin,
@@ -109,6 +121,13 @@ impl Plugin {
             Some(pid) => format!("{origin}:{}[{pid}]", self.name),
             None => format!("{origin}:{}", self.name),
         }
+    }
+
+    /// How long a request to this plugin may take: its own timeout if it
+    /// has one, else the adaptation's.
+    pub(crate) fn request_timeout(&self) -> Duration {
+        self.request_timeout
+            .unwrap_or_else(|| self.core.request_timeout())
     }
 
     pub(crate) fn events(&self) -> EventMask {
@@ -174,11 +193,11 @@ impl Plugin {
             runtime_name: core.runtime_name.clone(),
             runtime_version: core.runtime_version.clone(),
             registration_timeout: millis(core.registration_timeout()),
-            request_timeout: millis(core.request_timeout()),
+            request_timeout: millis(self.request_timeout()),
             NRI_version: core.nri_version.clone(),
             ..Default::default()
         };
-        let timeout = core.request_timeout();
+        let timeout = self.request_timeout();
         let rpl = match &self.transport {
             Transport::Ttrpc { client, .. } => {
                 with_timeout(self, "Configure", timeout, async {
@@ -304,7 +323,7 @@ impl Plugin {
 
     async fn invoke<C: Call>(&self, req: &C, budget: EventBudget) -> Result<C::Reply, Error> {
         let op = C::EVENT.pretty_name();
-        let request_timeout = self.core.request_timeout();
+        let request_timeout = self.request_timeout();
         let call = budget.call(request_timeout, op)?;
         self.invoke_within(req, call.timeout, request_timeout)
             .await
@@ -518,7 +537,7 @@ impl Plugin {
             return Error::Timeout {
                 plugin: self.name.clone(),
                 op,
-                timeout: self.core.request_timeout(),
+                timeout: self.request_timeout(),
             };
         }
         match e {

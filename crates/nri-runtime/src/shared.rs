@@ -32,6 +32,9 @@ pub(crate) struct Core {
     /// Whether a joining plugin is made active inside the runtime's sync
     /// ([`Options::activate_within_sync`](crate::Options::activate_within_sync)).
     pub(crate) activate_within_sync: bool,
+    /// Request timeouts of single plugins, by `idx-name` or name
+    /// ([`Options::plugin_request_timeout`](crate::Options::plugin_request_timeout)).
+    pub(crate) plugin_request_timeouts: std::collections::HashMap<String, Duration>,
     /// Whether a plugin replaces a connected one of its `idx-name`
     /// ([`Options::plugin_handover`](crate::Options::plugin_handover)).
     pub(crate) plugin_handover: bool,

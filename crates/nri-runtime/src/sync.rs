@@ -190,13 +190,13 @@ fn payload_size(pods: &[&[u8]], containers: &[&[u8]], more: bool) -> usize {
 
 /// Sends the state to `plugin` and returns the updates of its final reply.
 /// Everything goes in one message if it fits; otherwise in chunks whose
-/// size shrinks as upstream's does. One deadline covers all messages.
+/// size shrinks as upstream's does. One deadline, the plugin's request
+/// timeout, covers all messages.
 pub(crate) async fn synchronize(
     plugin: &Plugin,
     state: &EncodedState<'_>,
-    timeout: std::time::Duration,
 ) -> Result<Vec<ContainerUpdate>, Error> {
-    let deadline = tokio::time::Instant::now() + timeout;
+    let deadline = tokio::time::Instant::now() + plugin.request_timeout();
     let (mut pods, mut ctrs) = (&state.pods[..], &state.containers[..]);
     let (mut pods_per_msg, mut ctrs_per_msg) = (pods.len(), ctrs.len());
     loop {
@@ -240,11 +240,10 @@ impl SyncTargets {
     pub(crate) async fn synchronize(
         &self,
         state: &EncodedState<'_>,
-        timeout: std::time::Duration,
     ) -> Result<Vec<ContainerUpdate>, Error> {
         let plugins = match self {
             SyncTargets::External(p, activate) => {
-                let updates = synchronize(p, state, timeout).await?;
+                let updates = synchronize(p, state).await?;
                 if let Some(core) = activate {
                     crate::activate::make_active(core, p);
                 }
@@ -254,7 +253,7 @@ impl SyncTargets {
         };
         let mut updates = Vec::new();
         for p in plugins {
-            match synchronize(p, state, timeout).await {
+            match synchronize(p, state).await {
                 Ok(u) => updates.extend(u),
                 Err(e) => {
                     warn!(

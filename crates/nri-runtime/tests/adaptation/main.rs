@@ -14,4 +14,5 @@ mod metrics;
 #[allow(dead_code)]
 #[path = "../robustness/peers.rs"]
 mod peers;
+mod timeouts;
 mod validator;

@@ -1,0 +1,185 @@
+//! The runtime's own drop-in for a pre-installed plugin:
+//! `<idx>-<name>.runtime.yaml` (else `<name>.runtime.yaml`) in the plugin
+//! configuration directory, next to the plugin's `.conf`, which is the
+//! plugin's and is handed to it unread. This one is read by the runtime and
+//! never sent to the plugin. Its keys:
+//!
+//! * `requestTimeout`: the plugin's request timeout, a Go duration
+//!   (`"5s"`, `"1m30s"`, `"250ms"`), instead of the adaptation's.
+//!
+//! Unknown keys and bad values are errors that name the file and the key:
+//! a misspelled timeout must not quietly be the global one.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::Error;
+
+/// What a runtime drop-in sets.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct RuntimeDropin {
+    pub(crate) request_timeout: Option<Duration>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Keys {
+    request_timeout: Option<String>,
+}
+
+/// Reads the runtime drop-in of plugin `<idx>-<base>`, if there is one.
+pub(crate) fn read(dir: &Path, idx: &str, base: &str) -> Result<RuntimeDropin, Error> {
+    let Some((path, bytes)) =
+        crate::launch::read_named(dir, idx, base, ".runtime.yaml", "runtime drop-in")?
+    else {
+        return Ok(RuntimeDropin::default());
+    };
+    let invalid =
+        |e: String| Error::Start(format!("invalid runtime drop-in {}: {e}", path.display()));
+    let text = std::str::from_utf8(&bytes).map_err(|_| invalid("not UTF-8".into()))?;
+    parse(text).map_err(invalid)
+}
+
+fn parse(text: &str) -> Result<RuntimeDropin, String> {
+    if text.trim().is_empty() {
+        return Ok(RuntimeDropin::default());
+    }
+    let mut unknown = Vec::new();
+    let keys: Keys =
+        nri_validator::yaml::from_str(text, |k| unknown.push(k)).map_err(|e| e.to_string())?;
+    if let Some(key) = unknown.first() {
+        return Err(format!("unknown key {key:?}"));
+    }
+    let request_timeout = keys
+        .request_timeout
+        .map(|v| {
+            parse_go_duration(&v)
+                .and_then(|d| {
+                    if d < Duration::from_millis(1) {
+                        Err("below 1ms".to_string())
+                    } else {
+                        Ok(d)
+                    }
+                })
+                .map_err(|e| format!("requestTimeout {v:?}: {e}"))
+        })
+        .transpose()?;
+    Ok(RuntimeDropin { request_timeout })
+}
+
+/// A duration in Go's `time.ParseDuration` syntax, non-negative: decimal
+/// numbers with a unit each (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), summed
+/// (`1h2m3.5s`); `0` alone is zero.
+pub(crate) fn parse_go_duration(text: &str) -> Result<Duration, String> {
+    let s = text.strip_prefix('+').unwrap_or(text);
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if s.is_empty() || s.starts_with('-') {
+        return Err("not a non-negative duration".into());
+    }
+    let mut rest = s;
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or("missing unit")?;
+        let (number, tail) = rest.split_at(number_len);
+        let value: f64 = number
+            .parse()
+            .map_err(|_| format!("bad number {number:?}"))?;
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let nanos_per = match unit {
+            "ns" => 1.0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            "" => return Err("missing unit".into()),
+            other => return Err(format!("unknown unit {other:?}")),
+        };
+        total += value * nanos_per;
+        rest = tail;
+    }
+    if !total.is_finite() || total > u64::MAX as f64 {
+        return Err("out of range".into());
+    }
+    Ok(Duration::from_nanos(total.round() as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_parse_as_go_parses_them() {
+        let ms = Duration::from_millis;
+        for (text, want) in [
+            ("5s", ms(5000)),
+            ("250ms", ms(250)),
+            ("1m30s", ms(90_000)),
+            ("1.5s", ms(1500)),
+            ("1h", ms(3_600_000)),
+            ("2us", Duration::from_micros(2)),
+            ("2µs", Duration::from_micros(2)),
+            ("7ns", Duration::from_nanos(7)),
+            ("0", Duration::ZERO),
+            ("+3s", ms(3000)),
+        ] {
+            assert_eq!(parse_go_duration(text), Ok(want), "{text}");
+        }
+        for bad in ["", "5", "s", "-1s", "5x", "1.2.3s", "5 s"] {
+            assert!(parse_go_duration(bad).is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn a_drop_in_sets_the_request_timeout_and_refuses_what_it_does_not_know() {
+        assert_eq!(
+            parse("requestTimeout: 3s\n").unwrap().request_timeout,
+            Some(Duration::from_secs(3))
+        );
+        assert_eq!(parse("").unwrap(), RuntimeDropin::default());
+        let typo = parse("requestTimout: 3s\n").unwrap_err();
+        assert!(typo.contains("requestTimout"), "{typo}");
+        let zero = parse("requestTimeout: 0s\n").unwrap_err();
+        assert!(
+            zero.contains("requestTimeout") && zero.contains("below 1ms"),
+            "{zero}"
+        );
+        let unitless = parse("requestTimeout: 5\n").unwrap_err();
+        assert!(unitless.contains("missing unit"), "{unitless}");
+    }
+
+    #[test]
+    fn the_file_is_named_in_every_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("10-slow.runtime.yaml"),
+            "requestTimeout: soon\n",
+        )
+        .unwrap();
+        let e = read(dir.path(), "10", "slow").unwrap_err().to_string();
+        assert!(
+            e.contains("10-slow.runtime.yaml") && e.contains("soon"),
+            "{e}"
+        );
+        std::fs::write(dir.path().join("fast.runtime.yaml"), "requestTimeout: 2s\n").unwrap();
+        let d = read(dir.path(), "20", "fast").unwrap();
+        assert_eq!(
+            d.request_timeout,
+            Some(Duration::from_secs(2)),
+            "the name-only file"
+        );
+        assert_eq!(
+            read(dir.path(), "30", "none").unwrap(),
+            RuntimeDropin::default()
+        );
+    }
+}
