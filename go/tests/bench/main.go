@@ -36,6 +36,8 @@ type settings struct {
 	Cases        string `json:"cases"`
 	Pinned       string `json:"pinned"`
 	Configs      string `json:"configs,omitempty"`
+	// Plugins of the runtime-layout experiment (-layout-plugins).
+	LayoutPlugins int `json:"layout_plugins,omitempty"`
 }
 
 type results struct {
@@ -64,6 +66,7 @@ func main() {
 		cases      = flag.String("cases", "", "only cases whose name matches this regexp")
 		pinned     = flag.String("pinned", `^(floor-raw|floor-ttrpc|create-typical-4)$`, "cases to run again with everything pinned to CPU 0 ('' for none)")
 		noLayouts  = flag.Bool("no-layouts", false, "skip the runtime-layout experiment")
+		layoutPlug = flag.Int("layout-plugins", 4, "plugins in the runtime-layout experiment (1 profiles a single hop)")
 		configs    = flag.String("configs", "", "only configurations (impl/stub, e.g. nri-rs/rust) matching this regexp")
 		verbose    = flag.Bool("v", false, "progress on stderr")
 	)
@@ -81,6 +84,7 @@ func main() {
 		s = smokeSettings(*cases, *pinned)
 	}
 	s.Configs = *configs
+	s.LayoutPlugins = *layoutPlug
 	res, err := run(s, binaries{goPlugin: *goPlugin, rustPlugin: *bin + "/nri-bench-plugin", core: *bin + "/nri-bench-core"},
 		*verbose, !*noLayouts)
 	if err != nil {
@@ -102,7 +106,7 @@ func main() {
 // smokeSettings: a few iterations of everything, for make test.
 func smokeSettings(cases, pinned string) settings {
 	floorWarmups = 10
-	return settings{Rounds: 2, Ops: 10, LifecycleOps: 3, SyncSizes: []int{100}, Smoke: true, Cases: cases, Pinned: pinned}
+	return settings{Rounds: 2, Ops: 10, LifecycleOps: 3, SyncSizes: []int{100}, Smoke: true, Cases: cases, Pinned: pinned, LayoutPlugins: 4}
 }
 
 func fatal(err error) {
@@ -328,12 +332,12 @@ func (h *harness) runLayouts(s settings) []layoutResult {
 	for _, stub := range []string{stubRust, stubGo} {
 		res := make([]layoutResult, len(layouts))
 		for i, l := range layouts {
-			res[i] = layoutResult{Layout: l, Stub: stub, Plugins: 4}
+			res[i] = layoutResult{Layout: l, Stub: stub, Plugins: s.LayoutPlugins}
 		}
 		for r := 0; r < s.Rounds; r++ {
 			for j := range layouts {
 				i := (j + r) % len(layouts)
-				lr, err := h.runLayout(layouts[i], stub, 4, ops, warm)
+				lr, err := h.runLayout(layouts[i], stub, s.LayoutPlugins, ops, warm)
 				if err != nil {
 					res[i].Errors = append(res[i].Errors, fmt.Sprintf("round %d: %v", r, err))
 					fmt.Fprintf(os.Stderr, "bench: layout %s/%s: %v\n", layouts[i], stub, err)
