@@ -662,12 +662,63 @@ func (r *Adaptation) RemovePodSandbox(ctx context.Context, req *RemovePodSandbox
 // being created and returns their merged adjustment and updates of other
 // containers, once any validators have accepted them.
 func (r *Adaptation) CreateContainer(ctx context.Context, req *CreateContainerRequest) (*CreateContainerResponse, error) {
+	defer fillContainer(req.GetContainer())()
 	rsp := &CreateContainerResponse{}
 	err := r.eventWithResponse(ctx, api.Event_CREATE_CONTAINER, req, rsp, cCreateContainer)
 	if err != nil {
 		return nil, err
 	}
 	return rsp, nil
+}
+
+// fillContainer gives the container of a CreateContainer request, for the
+// length of the event, the empty parts upstream gives it before the first
+// plugin (collectCreateContainerResult) that are not nil-or-empty alike
+// once encoded: hooks, linux, its resources, their memory and CPU. Encoded
+// so, the request is what the core sends plugins, and it forwards these
+// bytes instead of encoding its copy again (create_container_encoded).
+// The returned function takes the parts away again: the caller's request
+// stays as it was (see TestCreateContainerLeavesTheCallersRequestAlone).
+func fillContainer(c *api.Container) (restore func()) {
+	if c == nil {
+		return func() {}
+	}
+	hooks, linux := c.Hooks == nil, c.Linux == nil
+	if hooks {
+		c.Hooks = &api.Hooks{}
+	}
+	if linux {
+		c.Linux = &api.LinuxContainer{}
+	}
+	l := c.Linux
+	resources := l.Resources == nil
+	if resources {
+		l.Resources = &api.LinuxResources{}
+	}
+	memory, cpu := l.Resources.Memory == nil, l.Resources.Cpu == nil
+	if memory {
+		l.Resources.Memory = &api.LinuxMemory{}
+	}
+	if cpu {
+		l.Resources.Cpu = &api.LinuxCPU{}
+	}
+	return func() {
+		if memory {
+			l.Resources.Memory = nil
+		}
+		if cpu {
+			l.Resources.Cpu = nil
+		}
+		if resources {
+			l.Resources = nil
+		}
+		if linux {
+			c.Linux = nil
+		}
+		if hooks {
+			c.Hooks = nil
+		}
+	}
 }
 
 // PostCreateContainer tells the subscribed plugins that a container was created.

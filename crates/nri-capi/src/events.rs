@@ -7,7 +7,7 @@ use futures::executor::block_on;
 use protobuf::Message;
 
 use super::adaptation::nri_adaptation;
-use super::buffer::{decode_raw, encode, nri_buffer};
+use super::buffer::{bytes, decode, decode_raw, encode, nri_buffer};
 use super::cancel::nri_cancel;
 use super::error::{boundary, nri_error, nri_status, Failure};
 use super::ptr::{Handle, OutSlot};
@@ -147,7 +147,6 @@ fn has_response(event: Event) -> bool {
 /// Decodes the request of `event`, relays it, and encodes the response of
 /// an event that has one. Dropping the future gives the event up.
 async fn relay(a: &Adaptation, event: Event, req: &[u8]) -> Result<Option<nri_buffer>, Failure> {
-    use super::buffer::decode;
     let done = |r: Result<(), Error>| r.map(|()| None).map_err(Failure::from);
     let answered = |r: Result<nri_buffer, Failure>| r.map(Some);
     match event {
@@ -156,7 +155,10 @@ async fn relay(a: &Adaptation, event: Event, req: &[u8]) -> Result<Option<nri_bu
         Event::POST_UPDATE_POD_SANDBOX => done(a.post_update_pod_sandbox(decode(req)?).await),
         Event::STOP_POD_SANDBOX => done(a.stop_pod_sandbox(decode(req)?).await),
         Event::REMOVE_POD_SANDBOX => done(a.remove_pod_sandbox(decode(req)?).await),
-        Event::CREATE_CONTAINER => answered(encode(&a.create_container(decode(req)?).await?)),
+        Event::CREATE_CONTAINER => answered(encode(
+            &a.create_container_encoded(decode(req)?, req.to_vec())
+                .await?,
+        )),
         Event::POST_CREATE_CONTAINER => done(a.post_create_container(decode(req)?).await),
         Event::START_CONTAINER => done(a.start_container(decode(req)?).await),
         Event::POST_START_CONTAINER => done(a.post_start_container(decode(req)?).await),
@@ -296,14 +298,23 @@ pub unsafe extern "C" fn nri_adaptation_create_container(
     rsp: *mut nri_buffer,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: nri_adaptation_create_container's contract: `a` is a live handle,
-    // `req` holds `len` bytes (NULL if `len` is 0), `rsp` is writable, `err` is
-    // NULL or writable: event_with_response's preconditions.
-    unsafe {
-        event_with_response(a, req, len, rsp, err, |a, r: CreateContainerRequest| {
-            block_on(a.create_container(r))
-        })
-    }
+    boundary(err, || {
+        // SAFETY: nri_adaptation_create_container's contract: `rsp` is writable.
+        let rsp = unsafe { OutSlot::new("response", rsp) }?;
+        // SAFETY: nri_adaptation_create_container's contract: `a` is a live handle.
+        let a = unsafe { nri_adaptation::arg(a) }?;
+        // SAFETY: nri_adaptation_create_container's contract: `req` holds
+        // `len` bytes (NULL if `len` is 0).
+        let bytes = unsafe { bytes(CreateContainerRequest::NAME, req, len) }?;
+        // Plugins get the caller's bytes as they are (see
+        // `create_container_encoded`).
+        let r = block_on(
+            a.inner
+                .create_container_encoded(decode(bytes)?, bytes.to_vec()),
+        )?;
+        rsp.write(encode(&r)?);
+        Ok(())
+    })
 }
 
 /// Relays a `PostCreateContainerRequest`.

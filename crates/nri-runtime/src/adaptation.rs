@@ -308,7 +308,25 @@ impl Adaptation {
         req: CreateContainerRequest,
     ) -> Result<CreateContainerResponse, Error> {
         let core = Arc::clone(&self.core);
-        self.on_event(events::create_container(core, req)).await
+        self.on_event(events::create_container(core, req, None))
+            .await
+    }
+
+    /// [`create_container`](Self::create_container) of a request the
+    /// runtime holds encoded too: `encoded` must be `req`'s encoding (the
+    /// bytes it was decoded from). If `req` has the empty parts upstream
+    /// adds to a container before the first plugin (hooks, linux resources,
+    /// memory and CPU), plugins are then sent those bytes instead of an
+    /// encoding of the adaptation's, until a plugin adjusts the container.
+    /// How the C ABI relays the event.
+    pub async fn create_container_encoded(
+        &self,
+        req: CreateContainerRequest,
+        encoded: Vec<u8>,
+    ) -> Result<CreateContainerResponse, Error> {
+        let core = Arc::clone(&self.core);
+        self.on_event(events::create_container(core, req, Some(encoded)))
+            .await
     }
 
     pub async fn post_create_container(

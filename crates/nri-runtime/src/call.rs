@@ -1,6 +1,7 @@
 //! One trait over the 14 plugin requests, so the relay logic (subscription,
 //! timeout, metrics, error classification, StateChange fallback) is written
-//! once for ttrpc and builtin plugins alike.
+//! once for ttrpc and builtin plugins alike; and [`Encoding`], a request's
+//! bytes, made once per event for all its plugins.
 
 use std::sync::Arc;
 
@@ -8,20 +9,15 @@ use futures::future::BoxFuture;
 
 use super::builtin::BuiltinHandlers;
 use super::BoxError;
-use nri_api::ttrpc::PluginClient;
 use nri_api::*;
 
 /// A request the adaptation relays to plugins.
-pub(crate) trait Call: Send + Sync + 'static {
-    type Reply: Default + Send + 'static;
+pub(crate) trait Call: protobuf::Message + Send + Sync + 'static {
+    type Reply: protobuf::Message + Default + Send + 'static;
     /// The event this request belongs to (subscription bit, metrics name).
     const EVENT: Event;
-
-    fn via_ttrpc<'a>(
-        &'a self,
-        client: &'a PluginClient,
-        ctx: ::ttrpc::context::Context,
-    ) -> BoxFuture<'a, ::ttrpc::Result<Self::Reply>>;
+    /// Its method of the Plugin service.
+    const METHOD: &'static str;
 
     fn via_builtin(
         &self,
@@ -53,28 +49,21 @@ fn state_change(
 /// `builtin: reply` means the builtin handler returns the reply message;
 /// `builtin: unit` means it returns `()` and the reply is empty.
 macro_rules! call {
-    ($req:ty => $rsp:ty, $event:ident, $rpc:ident, builtin: reply $(, state: $sc:tt)?) => {
-        call!(@impl $req => $rsp, $event, $rpc, |h: Arc<dyn BuiltinHandlers>, r: $req| async move {
+    ($req:ty => $rsp:ty, $event:ident, $method:literal, $rpc:ident, builtin: reply $(, state: $sc:tt)?) => {
+        call!(@impl $req => $rsp, $event, $method, |h: Arc<dyn BuiltinHandlers>, r: $req| async move {
             h.$rpc(r).await
         } $(, state: $sc)?);
     };
-    ($req:ty => $rsp:ty, $event:ident, $rpc:ident, builtin: unit $(, state: $sc:tt)?) => {
-        call!(@impl $req => $rsp, $event, $rpc, |h: Arc<dyn BuiltinHandlers>, r: $req| async move {
+    ($req:ty => $rsp:ty, $event:ident, $method:literal, $rpc:ident, builtin: unit $(, state: $sc:tt)?) => {
+        call!(@impl $req => $rsp, $event, $method, |h: Arc<dyn BuiltinHandlers>, r: $req| async move {
             h.$rpc(r).await.map(|()| <$rsp>::default())
         } $(, state: $sc)?);
     };
-    (@impl $req:ty => $rsp:ty, $event:ident, $rpc:ident, $builtin:expr $(, state: $sc:tt)?) => {
+    (@impl $req:ty => $rsp:ty, $event:ident, $method:literal, $builtin:expr $(, state: $sc:tt)?) => {
         impl Call for $req {
             type Reply = $rsp;
             const EVENT: Event = Event::$event;
-
-            fn via_ttrpc<'a>(
-                &'a self,
-                client: &'a PluginClient,
-                ctx: ::ttrpc::context::Context,
-            ) -> BoxFuture<'a, ::ttrpc::Result<$rsp>> {
-                Box::pin(client.$rpc(ctx, self))
-            }
+            const METHOD: &'static str = $method;
 
             fn via_builtin(
                 &self,
@@ -98,22 +87,22 @@ macro_rules! call {
     };
 }
 
-call!(RunPodSandboxRequest => RunPodSandboxResponse, RUN_POD_SANDBOX, run_pod_sandbox, builtin: unit, state: pod);
-call!(UpdatePodSandboxRequest => UpdatePodSandboxResponse, UPDATE_POD_SANDBOX, update_pod_sandbox, builtin: reply);
-call!(PostUpdatePodSandboxRequest => PostUpdatePodSandboxResponse, POST_UPDATE_POD_SANDBOX, post_update_pod_sandbox, builtin: unit, state: pod);
-call!(StopPodSandboxRequest => StopPodSandboxResponse, STOP_POD_SANDBOX, stop_pod_sandbox, builtin: unit, state: pod);
-call!(RemovePodSandboxRequest => RemovePodSandboxResponse, REMOVE_POD_SANDBOX, remove_pod_sandbox, builtin: unit, state: pod);
-call!(CreateContainerRequest => CreateContainerResponse, CREATE_CONTAINER, create_container, builtin: reply);
-call!(PostCreateContainerRequest => PostCreateContainerResponse, POST_CREATE_CONTAINER, post_create_container, builtin: unit, state: container);
-call!(StartContainerRequest => StartContainerResponse, START_CONTAINER, start_container, builtin: unit, state: container);
-call!(PostStartContainerRequest => PostStartContainerResponse, POST_START_CONTAINER, post_start_container, builtin: unit, state: container);
-call!(UpdateContainerRequest => UpdateContainerResponse, UPDATE_CONTAINER, update_container, builtin: reply);
-call!(PostUpdateContainerRequest => PostUpdateContainerResponse, POST_UPDATE_CONTAINER, post_update_container, builtin: unit, state: container);
-call!(StopContainerRequest => StopContainerResponse, STOP_CONTAINER, stop_container, builtin: reply);
-call!(RemoveContainerRequest => RemoveContainerResponse, REMOVE_CONTAINER, remove_container, builtin: unit, state: container);
+call!(RunPodSandboxRequest => RunPodSandboxResponse, RUN_POD_SANDBOX, "RunPodSandbox", run_pod_sandbox, builtin: unit, state: pod);
+call!(UpdatePodSandboxRequest => UpdatePodSandboxResponse, UPDATE_POD_SANDBOX, "UpdatePodSandbox", update_pod_sandbox, builtin: reply);
+call!(PostUpdatePodSandboxRequest => PostUpdatePodSandboxResponse, POST_UPDATE_POD_SANDBOX, "PostUpdatePodSandbox", post_update_pod_sandbox, builtin: unit, state: pod);
+call!(StopPodSandboxRequest => StopPodSandboxResponse, STOP_POD_SANDBOX, "StopPodSandbox", stop_pod_sandbox, builtin: unit, state: pod);
+call!(RemovePodSandboxRequest => RemovePodSandboxResponse, REMOVE_POD_SANDBOX, "RemovePodSandbox", remove_pod_sandbox, builtin: unit, state: pod);
+call!(CreateContainerRequest => CreateContainerResponse, CREATE_CONTAINER, "CreateContainer", create_container, builtin: reply);
+call!(PostCreateContainerRequest => PostCreateContainerResponse, POST_CREATE_CONTAINER, "PostCreateContainer", post_create_container, builtin: unit, state: container);
+call!(StartContainerRequest => StartContainerResponse, START_CONTAINER, "StartContainer", start_container, builtin: unit, state: container);
+call!(PostStartContainerRequest => PostStartContainerResponse, POST_START_CONTAINER, "PostStartContainer", post_start_container, builtin: unit, state: container);
+call!(UpdateContainerRequest => UpdateContainerResponse, UPDATE_CONTAINER, "UpdateContainer", update_container, builtin: reply);
+call!(PostUpdateContainerRequest => PostUpdateContainerResponse, POST_UPDATE_CONTAINER, "PostUpdateContainer", post_update_container, builtin: unit, state: container);
+call!(StopContainerRequest => StopContainerResponse, STOP_CONTAINER, "StopContainer", stop_container, builtin: reply);
+call!(RemoveContainerRequest => RemoveContainerResponse, REMOVE_CONTAINER, "RemoveContainer", remove_container, builtin: unit, state: container);
 // A builtin validator's error is a rejection, as with upstream's wrapper.
 call!(@impl ValidateContainerAdjustmentRequest => ValidateContainerAdjustmentResponse,
-VALIDATE_CONTAINER_ADJUSTMENT, validate_container_adjustment,
+VALIDATE_CONTAINER_ADJUSTMENT, "ValidateContainerAdjustment",
 |h: Arc<dyn BuiltinHandlers>, r: ValidateContainerAdjustmentRequest| async move {
     Ok(match h.validate_container_adjustment(r).await {
         Ok(()) => ValidateContainerAdjustmentResponse::default(),
@@ -124,3 +113,32 @@ VALIDATE_CONTAINER_ADJUSTMENT, validate_container_adjustment,
         },
     })
 });
+
+/// A request's encoding, made at most once and sent to each plugin for as
+/// long as the request stays as it is: for most events, to all of them.
+/// (ttrpc's generated client would encode it again for every plugin, and
+/// compute its size twice each time.) Cheap to clone.
+#[derive(Clone, Default)]
+pub(crate) struct Encoding(Option<Arc<[u8]>>);
+
+impl Encoding {
+    /// The request already encoded, as the runtime handed it over.
+    pub(crate) fn given(bytes: Vec<u8>) -> Self {
+        Encoding(Some(bytes.into()))
+    }
+
+    /// The bytes of `req`, encoding it unless that was done already.
+    pub(crate) fn of<C: Call>(&mut self, req: &C) -> protobuf::Result<Arc<[u8]>> {
+        if let Some(bytes) = &self.0 {
+            return Ok(Arc::clone(bytes));
+        }
+        let bytes: Arc<[u8]> = req.write_to_bytes()?.into();
+        self.0 = Some(Arc::clone(&bytes));
+        Ok(bytes)
+    }
+
+    /// The request changed: the next plugin needs it encoded anew.
+    pub(crate) fn stale(&mut self) {
+        self.0 = None;
+    }
+}

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::budget::EventBudget;
-use super::call::Call;
+use super::call::{Call, Encoding};
 use super::plugin::Plugin;
 use super::result::{CreateResult, StopResult, UpdateResult};
 use super::{Core, Error};
@@ -24,8 +24,9 @@ pub(crate) async fn relay_all<C: Call>(core: Arc<Core>, req: C) -> Result<(), Er
     let _serialized = core.serialize_event().await?;
     let _prune = PruneOnExit(&core);
     let budget = EventBudget::start(&core);
+    let mut encoding = Encoding::default();
     for p in core.snapshot() {
-        p.relay(&req, budget).await?;
+        p.relay(&req, &mut encoding, budget).await?;
     }
     Ok(())
 }
@@ -54,8 +55,9 @@ pub(crate) async fn run_pod_sandbox(
         None => Ok(()),
     };
     guard(&plugins)?;
+    let mut encoding = Encoding::default();
     for p in &plugins {
-        p.relay(&req, budget).await?;
+        p.relay(&req, &mut encoding, budget).await?;
     }
     guard(&plugins)
 }
@@ -77,6 +79,7 @@ fn active_instances(plugins: &[Arc<Plugin>]) -> Vec<PluginInstance> {
 pub(crate) async fn create_container(
     core: Arc<Core>,
     mut req: CreateContainerRequest,
+    encoded: Option<Vec<u8>>,
 ) -> Result<CreateContainerResponse, Error> {
     let _serialized = core.serialize_event().await?;
     let _prune = PruneOnExit(&core);
@@ -88,6 +91,12 @@ pub(crate) async fn create_container(
         .cloned()
         .collect();
 
+    // The runtime's bytes are what plugins would be sent only if
+    // normalizing adds nothing (go/adaptation normalizes before encoding).
+    let mut encoding = match encoded {
+        Some(bytes) if CreateResult::is_normalized(&req) => Encoding::given(bytes),
+        _ => Encoding::default(),
+    };
     let mut result = CreateResult::new(&mut req);
     // The pristine (normalized) container, before any plugin touches it.
     let validate = (!validators.is_empty()).then(|| ValidateContainerAdjustmentRequest {
@@ -96,7 +105,7 @@ pub(crate) async fn create_container(
         ..Default::default()
     });
     for p in &plugins {
-        let Some(rpl) = p.relay(&req, budget).await? else {
+        let Some(rpl) = p.relay(&req, &mut encoding, budget).await? else {
             continue;
         };
         core.metrics.record_plugin_adjustments(
@@ -106,6 +115,14 @@ pub(crate) async fn create_container(
             rpl.update.len(),
             rpl.evict.len(),
         );
+        // Only an adjustment changes the container later plugins see.
+        if rpl
+            .adjust
+            .as_ref()
+            .is_some_and(|a| *a != ContainerAdjustment::default())
+        {
+            encoding.stale();
+        }
         result
             .apply(&mut req, &p.name, rpl)
             .map_err(|e| Error::Merge(e.to_string()))?;
@@ -125,10 +142,18 @@ pub(crate) async fn create_container(
     validate.update = rpl.update.clone();
     validate.owners = protobuf::MessageField::some(result.owners().clone());
     let validate = &validate;
+    // Encoded once for all validators (a failure to encode shows in each).
+    let mut encoding = Encoding::default();
+    let _ = encoding.of(validate);
+    let encoding = &encoding;
     // Validators run concurrently; the first failure in plugin order wins.
     // One that is gone by now is skipped (`Plugin::validate`), as upstream.
-    let verdicts =
-        futures::future::join_all(validators.iter().map(|v| v.validate(validate, budget))).await;
+    let verdicts = futures::future::join_all(
+        validators
+            .iter()
+            .map(|v| v.validate(validate, encoding, budget)),
+    )
+    .await;
     verdicts.into_iter().collect::<Result<Vec<()>, Error>>()?;
     Ok(result.into_response())
 }
@@ -141,8 +166,9 @@ pub(crate) async fn update_container(
     let _prune = PruneOnExit(&core);
     let budget = EventBudget::start(&core);
     let mut result = UpdateResult::new(&mut req);
+    let mut encoding = Encoding::default();
     for p in core.snapshot() {
-        let Some(rpl) = p.relay(&req, budget).await? else {
+        let Some(rpl) = p.relay(&req, &mut encoding, budget).await? else {
             continue;
         };
         core.metrics.record_plugin_adjustments(
@@ -152,6 +178,10 @@ pub(crate) async fn update_container(
             rpl.update.len(),
             rpl.evict.len(),
         );
+        // An update of the request's own container changes its resources.
+        if !rpl.update.is_empty() {
+            encoding.stale();
+        }
         result
             .apply(&mut req, &p.name, rpl)
             .map_err(|e| Error::Merge(e.to_string()))?;
@@ -167,8 +197,9 @@ pub(crate) async fn stop_container(
     let _prune = PruneOnExit(&core);
     let budget = EventBudget::start(&core);
     let mut result = StopResult::new();
+    let mut encoding = Encoding::default();
     for p in core.snapshot() {
-        let Some(rpl) = p.relay(&req, budget).await? else {
+        let Some(rpl) = p.relay(&req, &mut encoding, budget).await? else {
             continue;
         };
         core.metrics.record_plugin_adjustments(

@@ -11,7 +11,7 @@ use log::{debug, info, warn};
 
 use super::budget::EventBudget;
 use super::builtin::BuiltinHandlers;
-use super::call::Call;
+use super::call::{Call, Encoding};
 use super::child::Child;
 use super::error::{
     grpc_code_name, is_oversized_message, is_oversized_reply, is_request_deadline, peer_text,
@@ -251,13 +251,14 @@ impl Plugin {
     pub(crate) async fn relay<C: Call>(
         &self,
         req: &C,
+        encoding: &mut Encoding,
         budget: EventBudget,
     ) -> Result<Option<C::Reply>, Error> {
         if self.is_closed() || !self.events().is_set(C::EVENT) {
             return Ok(None);
         }
         let op = C::EVENT.pretty_name();
-        match self.measured(op, self.invoke(req, budget)).await {
+        match self.measured(op, self.invoke(req, encoding, budget)).await {
             Ok(rpl) => Ok(Some(rpl)),
             Err(e) => self.failed(op, e),
         }
@@ -321,11 +322,16 @@ impl Plugin {
         self.close();
     }
 
-    async fn invoke<C: Call>(&self, req: &C, budget: EventBudget) -> Result<C::Reply, Error> {
+    async fn invoke<C: Call>(
+        &self,
+        req: &C,
+        encoding: &mut Encoding,
+        budget: EventBudget,
+    ) -> Result<C::Reply, Error> {
         let op = C::EVENT.pretty_name();
         let request_timeout = self.request_timeout();
         let call = budget.call(request_timeout, op)?;
-        self.invoke_within(req, call.timeout, request_timeout)
+        self.invoke_within(req, encoding, call.timeout, request_timeout)
             .await
             .map_err(|e| budget.blame(call, e))
     }
@@ -337,11 +343,12 @@ impl Plugin {
     async fn invoke_within<C: Call>(
         &self,
         req: &C,
+        encoding: &mut Encoding,
         timeout: Duration,
         wire: Duration,
     ) -> Result<C::Reply, Error> {
         let op = C::EVENT.pretty_name();
-        let client = match &self.transport {
+        let (client, raw) = match &self.transport {
             Transport::Builtin(h) => {
                 return with_timeout(self, op, timeout, async {
                     req.via_builtin(Arc::clone(h))
@@ -350,7 +357,7 @@ impl Plugin {
                 })
                 .await;
             }
-            Transport::Ttrpc { client, .. } => client,
+            Transport::Ttrpc { client, raw, .. } => (client, raw),
         };
         if self.state_change.load(Ordering::Acquire) {
             if let Some(event) = req.state_change() {
@@ -359,7 +366,7 @@ impl Plugin {
         }
         let started = tokio::time::Instant::now();
         let res = with_timeout(self, op, timeout, async {
-            req.via_ttrpc(client, ttrpc::context::with_duration(wire))
+            send_raw::<C>(raw, encoding, req, wire)
                 .await
                 .map_err(|e| self.ttrpc_error(op, e))
         })
@@ -434,13 +441,18 @@ impl Plugin {
     pub(crate) async fn validate(
         &self,
         req: &api::ValidateContainerAdjustmentRequest,
+        encoding: &Encoding,
         budget: EventBudget,
     ) -> Result<(), Error> {
         if self.is_closed() {
             return Ok(());
         }
         let op = Event::VALIDATE_CONTAINER_ADJUSTMENT.pretty_name();
-        match self.measured(op, self.invoke(req, budget)).await {
+        let mut encoding = encoding.clone();
+        match self
+            .measured(op, self.invoke(req, &mut encoding, budget))
+            .await
+        {
             Ok(rpl) if !rpl.reject => Ok(()),
             Ok(rpl) => Err(Error::Rejected {
                 plugin: self.name.clone(),
@@ -616,4 +628,28 @@ async fn with_timeout<T>(
 /// Upstream sends timeouts as whole milliseconds (`Duration.Milliseconds()`).
 fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Sends `req` as the generated ttrpc client would, with the same errors,
+/// but with its bytes from `encoding`, which made them at most once for
+/// every plugin of the event.
+async fn send_raw<C: Call>(
+    raw: &ttrpc::r#async::Client,
+    encoding: &mut Encoding,
+    req: &C,
+    wire: Duration,
+) -> ttrpc::Result<C::Reply> {
+    let payload = encoding
+        .of(req)
+        .map_err(|e| ttrpc::Error::Others(format!("Encoding request {e}")))?;
+    let request = ttrpc::Request {
+        service: super::sync::SERVICE.into(),
+        method: C::METHOD.into(),
+        payload: payload.to_vec(),
+        timeout_nano: ttrpc::context::with_duration(wire).timeout_nano,
+        ..Default::default()
+    };
+    let reply = raw.request(request).await?;
+    C::Reply::parse_from_bytes(&reply.payload)
+        .map_err(|e| ttrpc::Error::Others(format!("Unpack get error {e}")))
 }

@@ -106,6 +106,16 @@ impl CreateResult {
         }
     }
 
+    /// Whether `req` has every part [`new`](Self::new) would add, so that
+    /// `new` leaves it as it is (and its encoding stays its encoding).
+    pub fn is_normalized(req: &CreateContainerRequest) -> bool {
+        let Some(ctr) = req.container.as_ref() else {
+            return false;
+        };
+        let resources = ctr.linux.as_ref().and_then(|l| l.resources.as_ref());
+        ctr.hooks.is_some() && resources.is_some_and(|r| r.memory.is_some() && r.cpu.is_some())
+    }
+
     /// Merges one plugin's reply (`plugin` is the full `idx-base` name),
     /// writing adjustments into `req.container` as upstream does. On error
     /// nothing more is merged and the event must fail.

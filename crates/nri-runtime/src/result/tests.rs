@@ -2090,3 +2090,39 @@ fn odd_replies_do_not_panic() {
     result.apply(&mut req, "00-a", rpl).unwrap();
     assert_eq!(result.into_response().update.len(), 1);
 }
+
+/// `is_normalized` says exactly when `new` would change nothing: then the
+/// runtime's own encoding of the request is what plugins may be sent.
+#[test]
+fn is_normalized_is_true_exactly_when_normalizing_adds_nothing() {
+    let mut full = Container::default();
+    normalize_container(&mut full);
+    let mut no_cpu = full.clone();
+    no_cpu
+        .linux
+        .mut_or_insert_default()
+        .resources
+        .mut_or_insert_default()
+        .cpu = MessageField::none();
+    let mut no_hooks = full.clone();
+    no_hooks.hooks = MessageField::none();
+    for container in [
+        None,
+        Some(Container::default()),
+        Some(no_cpu),
+        Some(no_hooks),
+        Some(full),
+    ] {
+        let req = CreateContainerRequest {
+            container: container.into(),
+            ..Default::default()
+        };
+        let mut normalized = req.clone();
+        CreateResult::new(&mut normalized);
+        assert_eq!(
+            CreateResult::is_normalized(&req),
+            normalized == req,
+            "{req:?}"
+        );
+    }
+}
