@@ -23,6 +23,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -67,14 +68,7 @@ func run(socket, name, idx, scriptPath string) error {
 	opts := []stub.Option{
 		stub.WithSocketPath(socket),
 		stub.WithTTRPCOptions(nil, []ttrpc.ServerOpt{ttrpc.WithUnaryServerInterceptor(p.intercept)}),
-		stub.WithOnClose(func() {
-			if p.configFailed.Load() {
-				logrus.Errorf("%s: connection closed after a failed Configure", p.name)
-				os.Exit(1)
-			}
-			logrus.Infof("%s: connection closed by the runtime, exiting", p.name)
-			os.Exit(0)
-		}),
+		stub.WithOnClose(p.connectionClosed),
 	}
 	// The stub takes name and index from the environment itself, logs a
 	// name override and refuses to have the index set twice.
@@ -97,12 +91,23 @@ func run(socket, name, idx, scriptPath string) error {
 	}
 
 	err = p.stub.Run(context.Background())
-	if err == nil || errors.Is(err, ttrpc.ErrServerClosed) {
-		// The connection went away; WithOnClose normally exits first.
-		logrus.Infof("%s: stopped (%v)", p.name, err)
-		return nil
+	if err == nil || errors.Is(err, ttrpc.ErrServerClosed) || errors.Is(err, io.EOF) {
+		// The connection went away. WithOnClose's callback may not have
+		// run yet (Run can return first): exit as it would.
+		p.connectionClosed()
 	}
 	return fmt.Errorf("plugin %s: %w", p.name, err)
+}
+
+// connectionClosed ends the process once the runtime closed the
+// connection: with status 1 after a failed Configure, else 0.
+func (p *plugin) connectionClosed() {
+	if p.configFailed.Load() {
+		logrus.Errorf("%s: connection closed after a failed Configure", p.name)
+		os.Exit(1)
+	}
+	logrus.Infof("%s: connection closed by the runtime, exiting", p.name)
+	os.Exit(0)
 }
 
 // identity settles the plugin's name and index the way the stub does:
