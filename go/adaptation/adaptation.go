@@ -459,6 +459,12 @@ func (r *Adaptation) hasPlugin(name string) bool {
 	return bool(C.nri_adaptation_has_plugin(r.core, cname))
 }
 
+// coreThreads is how many threads the core's runtimes have running in this
+// process (nri_core_threads), for leak checks in tests.
+func coreThreads() int {
+	return int(C.nri_core_threads())
+}
+
 type cEvent func(a *C.nri_adaptation, req *C.uint8_t, n C.size_t, cerr **C.nri_error) C.nri_status
 type cEventWithResponse func(a *C.nri_adaptation, req *C.uint8_t, n C.size_t, rsp *C.nri_buffer, cerr **C.nri_error) C.nri_status
 

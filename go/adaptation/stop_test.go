@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,20 +17,11 @@ import (
 	nri "github.com/nri-rs/nri-rs/go/adaptation"
 )
 
-// coreThreads counts this process's threads of the core's runtime: they
-// carry its name.
+// coreThreads counts this process's threads of the core's runtimes, as
+// the core counts them.
 func coreThreads(t *testing.T) int {
 	t.Helper()
-	tasks, err := os.ReadDir("/proc/self/task")
-	require.NoError(t, err)
-	n := 0
-	for _, task := range tasks {
-		comm, err := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "comm"))
-		if err == nil && strings.TrimSpace(string(comm)) == "nri-adaptation" {
-			n++
-		}
-	}
-	return n
+	return nri.CoreThreads()
 }
 
 func openFds(t *testing.T) int {

@@ -19,7 +19,12 @@ static void new_start_stop_free(void **state)
 {
     fixture *f = *state;
     nri_error *err = NULL;
+    size_t threads = nri_core_threads();
     nri_adaptation *a = fixture_new(f);
+    /* The core's thread runs from new on (it counts itself as it starts). */
+    for (int i = 0; i < 1000 && nri_core_threads() == threads; i++)
+        sleep_ms(1);
+    assert_true(nri_core_threads() > threads);
     assert_int_equal(f->rt.syncs, 0);
     assert_ok(nri_adaptation_start(a, &err), &err);
     /* Start synchronizes the (here: no) plugins through the sync callback,
@@ -29,6 +34,8 @@ static void new_start_stop_free(void **state)
     assert_int_equal(f->rt.sync_status, NRI_STATUS_OK);
     assert_ok(run_pod(a, &err), &err);
     assert_ok(nri_adaptation_stop(a, &err), &err);
+    /* Stop ends the core's thread and its blocking pool before it returns. */
+    assert_int_equal(nri_core_threads(), threads);
     /* Stopping a stopped adaptation does nothing. */
     assert_ok(nri_adaptation_stop(a, NULL), &err);
     assert_int_equal(f->rt.freed, 0);

@@ -154,6 +154,18 @@ pub unsafe extern "C" fn nri_adaptation_wants_event(a: *const nri_adaptation, ev
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(wants)).unwrap_or(true)
 }
 
+/// How many threads the adaptations' own runtimes have running in this
+/// process (each one's thread and blocking pool), for leak checks: after
+/// `nri_adaptation_stop` of every adaptation it is 0, unless a runtime
+/// callback that was still running then is still running. Counting threads
+/// by their name would count a host's threads too: a thread a host's
+/// runtime starts from within a callback inherits the callback thread's
+/// name.
+#[no_mangle]
+pub extern "C" fn nri_core_threads() -> usize {
+    nri_runtime::core_threads()
+}
+
 /// Whether a plugin of full name `name` (`idx-name`, e.g. `10-logger`) is
 /// active: registered and its connection open. False for a NULL handle, a
 /// NULL or non-UTF-8 name, or a plugin that is gone or closing. Never

@@ -66,6 +66,7 @@ pub use options::{
     DEFAULT_PLUGIN_CONFIG_PATH, DEFAULT_PLUGIN_PATH, DEFAULT_SOCKET_PATH, NRI_VERSION,
 };
 pub use sync::{EncodedState, PluginSyncBlock};
+pub use thread::core_threads;
 
 pub(crate) use shared::Core;
 

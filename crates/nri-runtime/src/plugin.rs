@@ -173,15 +173,18 @@ impl Plugin {
             mux.close();
             let server = server.lock().unwrap_or_else(|e| e.into_inner()).take();
             let child = child.lock().unwrap_or_else(|e| e.into_inner()).take();
-            self.core.spawn(async move {
-                if let Some(mut server) = server {
+            if let Some(mut server) = server {
+                self.core.spawn_teardown(async move {
                     let _ = server.shutdown().await;
-                }
-                if let Some(mut child) = child {
-                    // Launched plugins get no graceful shutdown, as upstream.
+                });
+            }
+            if let Some(mut child) = child {
+                // Launched plugins get no graceful shutdown, as upstream.
+                // Ended by a stop, the task drops the child, which kills it.
+                self.core.spawn(async move {
                     let _ = child.kill().await;
-                }
-            });
+                });
+            }
         }
     }
 

@@ -152,6 +152,20 @@ impl Core {
         });
     }
 
+    /// Spawns teardown that a stop must not cut short: it runs to its end,
+    /// or until the adaptation's own runtime shuts down (which drops it
+    /// without polling it again). ttrpc-rust's server shutdown is such
+    /// teardown: dropped while it waits for its listener, the listener's
+    /// task panics when it answers.
+    pub(crate) fn spawn_teardown<F>(&self, f: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        if let Some(handle) = self.handle() {
+            handle.spawn(f);
+        }
+    }
+
     /// The next stop from now on.
     pub(crate) fn next_stop(&self) -> NextStop {
         let mut epoch = self.epoch.subscribe();

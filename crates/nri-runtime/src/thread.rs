@@ -1,8 +1,37 @@
 //! The thread that runs an adaptation's own tokio runtime.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::Error;
+
+/// Threads of the adaptations' own runtimes alive in this process.
+static LIVE_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many threads the adaptations' own runtimes have running in this
+/// process: each runtime's thread and its blocking pool, counted as they
+/// start and end. For leak checks: counting threads by name would count
+/// a host's threads too (a Go runtime thread started from within a
+/// callback inherits the name of the thread it was started on).
+pub fn core_threads() -> usize {
+    LIVE_THREADS.load(Ordering::Acquire)
+}
+
+/// Counts the current thread as the core's while it lives.
+struct Counted;
+
+impl Counted {
+    fn start() -> Counted {
+        LIVE_THREADS.fetch_add(1, Ordering::AcqRel);
+        Counted
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        LIVE_THREADS.fetch_sub(1, Ordering::AcqRel);
+    }
+}
 
 /// The name of every thread of the adaptation's own runtime.
 pub(crate) const THREAD_NAME: &str = "nri-adaptation";
@@ -22,6 +51,12 @@ impl RuntimeThread {
             .enable_all()
             // Its blocking pool too: threads of the core are ours to count.
             .thread_name(THREAD_NAME)
+            .on_thread_start(|| {
+                LIVE_THREADS.fetch_add(1, Ordering::AcqRel);
+            })
+            .on_thread_stop(|| {
+                LIVE_THREADS.fetch_sub(1, Ordering::AcqRel);
+            })
             .build()
             .map_err(|e| Error::InvalidConfig(format!("tokio runtime: {e}")))?;
         let handle = rt.handle().clone();
@@ -29,6 +64,7 @@ impl RuntimeThread {
         let thread = std::thread::Builder::new()
             .name(THREAD_NAME.into())
             .spawn(move || {
+                let _counted = Counted::start();
                 let _ = rt.block_on(stopped);
                 // Dropping every task closes its connections; a runtime
                 // callback still running on the blocking pool gets a
