@@ -161,6 +161,8 @@ static void plugin_request_timeout_needs_a_name_and_a_time(void **state)
                  NRI_STATUS_INVALID_ARGUMENT, "plugin is empty");
     assert_fails(nri_options_set_plugin_request_timeout(f->opts, "slow", 0, &err), &err,
                  NRI_STATUS_INVALID_ARGUMENT, "request timeout of plugin \"slow\" is 0");
+    assert_fails(nri_options_set_plugin_request_timeout(f->opts, "slow", UINT64_MAX, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "out of range");
     assert_ok(nri_options_set_plugin_request_timeout(f->opts, "10-slow", 5000, &err), &err);
     fixture_new(f);
     assert_ok(nri_adaptation_start(f->a, &err), &err);

@@ -250,6 +250,12 @@ pub unsafe extern "C" fn nri_options_set_plugin_request_timeout(
                 "request timeout of plugin {name:?} is 0"
             )));
         }
+        // The wire carries timeouts as i64 nanoseconds.
+        if millis > (i64::MAX as u64) / 1_000_000 {
+            return Err(Failure::invalid(format!(
+                "request timeout of plugin {name:?} is out of range"
+            )));
+        }
         *o = std::mem::take(o).plugin_request_timeout(name, Duration::from_millis(millis));
         Ok(())
     };

@@ -113,7 +113,7 @@ pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
         core.next_stop(),
     );
     match core.sync_fn.sync(cb).await {
-        Ok(()) if !plugin.is_closed() => make_active(&core, &plugin),
+        Ok(()) if !plugin.is_closed() => make_active(&core, &plugin, true),
         Ok(()) => warn!(
             "plugin {} went away during synchronization",
             plugin.qualified_name()
@@ -132,19 +132,24 @@ pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
 }
 
 /// Makes a synchronized external plugin active (once; see
-/// [`Core::activate`]) and retires the instances it replaces.
-pub(crate) fn make_active(core: &Arc<Core>, plugin: &Arc<Plugin>) {
-    let Activation::Activated { replaced } = core.activate(plugin) else {
+/// [`Core::activate`]) and, with `replace`, retires the instances it
+/// replaces (handover).
+pub(crate) fn make_active(core: &Arc<Core>, plugin: &Arc<Plugin>, replace: bool) {
+    let Activation::Active { added, replaced } = core.activate(plugin, replace) else {
         return;
     };
-    info!("plugin {} registered", plugin.qualified_name());
+    if added {
+        info!("plugin {} registered", plugin.qualified_name());
+    }
     for old in replaced {
         info!(
             "plugin {} replaces {}",
             plugin.qualified_name(),
             old.qualified_name()
         );
-        core.spawn(retire(Arc::clone(core), old));
+        // Out of the list, the old instance is no stop's to close: its
+        // retirement runs to its end.
+        core.spawn_teardown(retire(Arc::clone(core), old));
     }
 }
 

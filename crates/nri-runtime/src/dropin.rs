@@ -107,7 +107,8 @@ pub(crate) fn parse_go_duration(text: &str) -> Result<Duration, String> {
         total += value * nanos_per;
         rest = tail;
     }
-    if !total.is_finite() || total > u64::MAX as f64 {
+    // Go's durations end at i64::MAX nanoseconds, as the wire's do.
+    if !total.is_finite() || total > i64::MAX as f64 {
         return Err("out of range".into());
     }
     Ok(Duration::from_nanos(total.round() as u64))
@@ -134,7 +135,9 @@ mod tests {
         ] {
             assert_eq!(parse_go_duration(text), Ok(want), "{text}");
         }
-        for bad in ["", "5", "s", "-1s", "5x", "1.2.3s", "5 s"] {
+        for bad in [
+            "", "5", "s", "-1s", "5x", "1.2.3s", "5 s", "300y", "2562048h",
+        ] {
             assert!(parse_go_duration(bad).is_err(), "{bad:?} parsed");
         }
     }

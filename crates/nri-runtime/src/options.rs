@@ -216,8 +216,12 @@ impl Options {
     /// to exactly one of them. The old instance is closed once the events
     /// it was already in have ended (and, with
     /// [`shutdown_on_stop`](Self::shutdown_on_stop), sent `Shutdown` first,
-    /// waiting one request timeout at most). Upstream keeps both and sends
-    /// each event to both. Not upstream's: a runtime opts in.
+    /// waiting one request timeout at most). With
+    /// [`activate_within_sync`](Self::activate_within_sync) the new
+    /// instance joins within the sync and the old one leaves once the
+    /// runtime's sync function returned, so that a failed sync keeps the
+    /// old one. Upstream keeps both and sends each event to both. Not
+    /// upstream's: a runtime opts in.
     pub fn plugin_handover(mut self, on: bool) -> Self {
         self.plugin_handover = on;
         self

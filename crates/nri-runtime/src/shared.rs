@@ -255,13 +255,15 @@ impl Core {
         self.metrics.update_plugin_count(count);
     }
 
-    /// Makes a synchronized external plugin active. Once only: a plugin in
-    /// the list already (activated within the runtime's sync) stays as it
-    /// is. With handover, the other connected plugins of its `idx-name`
-    /// leave the list in the same step, so each event sees exactly one of
-    /// them; they are returned for the caller to retire.
-    pub(crate) fn activate(&self, plugin: &Arc<Plugin>) -> Activation {
-        let (replaced, count) = {
+    /// Makes a synchronized external plugin active; once only, a plugin
+    /// in the list already (activated within the runtime's sync) stays.
+    /// With handover and `replace`, the other connected plugins of its
+    /// `idx-name` leave the list in the same step, so each event sees
+    /// exactly one of them; they are returned for the caller to retire.
+    /// (Within the sync nothing is replaced: the sync may still fail, and
+    /// the old instance must then stay.) A plugin gone by now is not added.
+    pub(crate) fn activate(&self, plugin: &Arc<Plugin>, replace: bool) -> Activation {
+        let (added, replaced, count) = {
             let mut plugins = self.lock_plugins();
             if !self.accepting.load(Ordering::Acquire) {
                 drop(plugins);
@@ -269,24 +271,27 @@ impl Core {
                 plugin.close();
                 return Activation::Stopped;
             }
-            if plugins.iter().any(|p| Arc::ptr_eq(p, plugin)) {
-                return Activation::AlreadyActive;
+            if plugin.is_closed() {
+                return Activation::Gone;
             }
             let mut replaced = Vec::new();
-            if self.plugin_handover {
-                let (old, kept): (Vec<_>, Vec<_>) = plugins
-                    .drain(..)
-                    .partition(|p| !p.is_builtin() && p.name == plugin.name);
+            if self.plugin_handover && replace {
+                let (old, kept): (Vec<_>, Vec<_>) = plugins.drain(..).partition(|p| {
+                    !p.is_builtin() && p.name == plugin.name && !Arc::ptr_eq(p, plugin)
+                });
                 *plugins = kept;
                 replaced = old;
             }
-            plugins.push(Arc::clone(plugin));
-            plugins.sort_by(|a, b| a.idx.cmp(&b.idx));
+            let added = !plugins.iter().any(|p| Arc::ptr_eq(p, plugin));
+            if added {
+                plugins.push(Arc::clone(plugin));
+                plugins.sort_by(|a, b| a.idx.cmp(&b.idx));
+            }
             self.publish_events(&plugins);
-            (replaced, plugins.len())
+            (added, replaced, plugins.len())
         };
         self.metrics.update_plugin_count(count);
-        Activation::Activated { replaced }
+        Activation::Active { added, replaced }
     }
 
     /// Drops closed plugins; called after every event, as upstream does.
@@ -321,11 +326,14 @@ impl Core {
 
 /// What [`Core::activate`] did.
 pub(crate) enum Activation {
-    /// The plugin joined the list; `replaced` left it (handover).
-    Activated {
+    /// The plugin is in the list (`added`: it joined it now); `replaced`
+    /// left it (handover).
+    Active {
+        added: bool,
         replaced: Vec<Arc<Plugin>>,
     },
-    AlreadyActive,
+    /// The plugin's connection is gone: it was not added.
+    Gone,
     /// The adaptation is stopped: the plugin was closed.
     Stopped,
 }

@@ -245,7 +245,7 @@ impl SyncTargets {
             SyncTargets::External(p, activate) => {
                 let updates = synchronize(p, state).await?;
                 if let Some(core) = activate {
-                    crate::activate::make_active(core, p);
+                    crate::activate::make_active(core, p, false);
                 }
                 return Ok(updates);
             }

@@ -87,6 +87,8 @@ struct Runtime {
     nri: Adaptation,
     store: Arc<tokio::sync::Mutex<BTreeSet<String>>>,
     synced: Arc<Notify>,
+    /// The sync function fails once it handed its state over.
+    fail_sync: Arc<std::sync::atomic::AtomicBool>,
     _dir: tempfile::TempDir,
     socket: std::path::PathBuf,
 }
@@ -97,7 +99,12 @@ impl Runtime {
         let socket = dir.path().join("nri.sock");
         let store = Arc::new(tokio::sync::Mutex::new(BTreeSet::<String>::new()));
         let synced = Arc::new(Notify::new());
-        let (s, n) = (Arc::clone(&store), Arc::clone(&synced));
+        let fail_sync = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s, n, f) = (
+            Arc::clone(&store),
+            Arc::clone(&synced),
+            Arc::clone(&fail_sync),
+        );
         let opts = Options::default()
             .socket_path(&socket)
             .plugin_path(dir.path().join("plugins"))
@@ -107,7 +114,7 @@ impl Runtime {
             "test-runtime",
             "v9.9.9",
             move |cb: SyncCb| {
-                let (store, synced) = (Arc::clone(&s), Arc::clone(&n));
+                let (store, synced, fail) = (Arc::clone(&s), Arc::clone(&n), Arc::clone(&f));
                 async move {
                     {
                         let ids = store.lock().await;
@@ -116,6 +123,9 @@ impl Runtime {
                     }
                     synced.notify_one();
                     tokio::time::sleep(Duration::from_millis(2)).await;
+                    if fail.load(std::sync::atomic::Ordering::Acquire) {
+                        return Err::<(), BoxError>("the runtime fails the sync".into());
+                    }
                     Ok::<(), BoxError>(())
                 }
             },
@@ -130,6 +140,7 @@ impl Runtime {
             nri,
             store,
             synced,
+            fail_sync,
             _dir: dir,
             socket,
         }
@@ -338,4 +349,40 @@ async fn by_default_both_instances_get_each_event_as_upstream() {
         "no event reached both instances"
     );
     assert!(!old_closed, "the old instance was closed without handover");
+}
+
+/// With both options, a new instance whose sync the runtime fails after it
+/// answered replaces nothing: the old one stays and keeps getting events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_sync_within_a_handover_keeps_the_old_instance() {
+    let rt = Runtime::start(|o| o.activate_within_sync(true).plugin_handover(true)).await;
+    let (old, new) = (Recorder::default(), Recorder::default());
+    let old_handle = rt.connect("upgraded", old.clone());
+    rt.wait_until("the old instance is active", |n| {
+        n.has_plugin("50-upgraded")
+    })
+    .await;
+    // Its sync function returns after it is active: let it finish.
+    drop(rt.nri.block_plugin_sync().await);
+    rt.create("before").await; // so that a sync has something to show
+    rt.fail_sync
+        .store(true, std::sync::atomic::Ordering::Release);
+    let new_handle = rt.connect("upgraded", new.clone());
+    let new_seen = Arc::clone(&new.0);
+    rt.wait_until("the new instance synchronized", move |_| {
+        !new_seen.synced.lock().unwrap().is_empty()
+    })
+    .await;
+    // Once the sync function has failed, the new instance is dropped.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    rt.create("after").await;
+    assert_eq!(rt.nri.plugins(), ["50-upgraded"]);
+    assert!(
+        old.0.created.lock().unwrap().contains(&"after".to_string()),
+        "the old instance no longer gets events"
+    );
+    assert!(new.0.created.lock().unwrap().is_empty());
+    old_handle.stop();
+    new_handle.stop();
+    rt.nri.stop().await;
 }
