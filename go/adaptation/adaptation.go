@@ -312,30 +312,16 @@ func (r *Adaptation) createCore() error {
 			}
 			return check(C.nri_options_set_event_timeout(opts, C.uint64_t(r.eventTimeout.Milliseconds()), &cerr))
 		},
+		// The on/off options of nri-rs's own (extensions.go); off is the
+		// core's default, so each is set as it is.
+		func() error { return check(C.nri_options_set_shutdown_on_stop(opts, C.bool(r.shutdownOnStop), &cerr)) },
 		func() error {
-			if !r.shutdownOnStop {
-				return nil
-			}
-			return check(C.nri_options_set_shutdown_on_stop(opts, true, &cerr))
+			return check(C.nri_options_set_required_plugins_guard_pods(opts, C.bool(r.guardPods), &cerr))
 		},
 		func() error {
-			if !r.guardPods {
-				return nil
-			}
-			return check(C.nri_options_set_required_plugins_guard_pods(opts, true, &cerr))
+			return check(C.nri_options_set_activate_within_sync(opts, C.bool(r.activateWithinSync), &cerr))
 		},
-		func() error {
-			if !r.activateWithinSync {
-				return nil
-			}
-			return check(C.nri_options_set_activate_within_sync(opts, true, &cerr))
-		},
-		func() error {
-			if !r.pluginHandover {
-				return nil
-			}
-			return check(C.nri_options_set_plugin_handover(opts, true, &cerr))
-		},
+		func() error { return check(C.nri_options_set_plugin_handover(opts, C.bool(r.pluginHandover), &cerr)) },
 		func() error {
 			names := make([]string, 0, len(r.pluginTimeouts))
 			for name := range r.pluginTimeouts {
