@@ -414,11 +414,9 @@ impl<T, C> KeyedList<T, C> {
 pub(super) struct Edits<T> {
     /// Entries to add or replace, in the plugin's order.
     pub(super) add: Vec<T>,
-    /// Every key the plugin sets or removes (without the marker): one map,
-    /// so that each entry of the container is looked up once. std's
-    /// SipHash on purpose: the plugin chooses these keys, and a reply of
-    /// colliding keys must not make the merge quadratic.
-    pub(super) touched: HashMap<String, Touch>,
+    /// Every key the plugin sets or removes (without the marker), so that
+    /// each entry of the container is looked up once.
+    pub(super) touched: Touched,
     /// Removal markers of keys not added back: one per key, in order of
     /// first appearance, the last marker winning as in upstream's map.
     pub(super) lone_removals: Vec<T>,
@@ -435,16 +433,16 @@ pub(super) struct Touch {
 impl<T> Edits<T> {
     pub(super) fn split(items: Vec<T>, key: fn(&T) -> &str) -> Self {
         let mut add = Vec::new();
-        let mut touched: HashMap<String, Touch> = HashMap::new();
+        let mut touched = Touched::default();
         let mut markers: Vec<(String, T)> = Vec::new();
         steps(items.len());
         for item in items {
             let Some(unmarked) = marked_for_removal(key(&item)).map(str::to_string) else {
-                touched.entry(key(&item).to_string()).or_default().sets = true;
+                touched.entry(key(&item)).sets = true;
                 add.push(item);
                 continue;
             };
-            let touch = touched.entry(unmarked.clone()).or_default();
+            let touch = touched.entry(&unmarked);
             match touch.marker {
                 Some(at) => markers[at].1 = item,
                 None => {
@@ -456,7 +454,7 @@ impl<T> Edits<T> {
         steps(markers.len());
         let lone_removals = markers
             .into_iter()
-            .filter(|(unmarked, _)| !touched[unmarked].sets)
+            .filter(|(unmarked, _)| !touched.get(unmarked).is_some_and(|t| t.sets))
             .map(|(_, marker)| marker)
             .collect();
         Edits {
@@ -472,7 +470,59 @@ impl<T> Edits<T> {
 
     /// Whether the plugin removes or (re)sets `key`.
     pub(super) fn touches(&self, key: &str) -> bool {
-        self.touched.contains_key(key)
+        self.touched.get(key).is_some()
+    }
+}
+
+/// The keys of one plugin's list and what it does to each.
+///
+/// Nearly every reply touches a handful of keys, while the container has
+/// dozens of entries that are each looked up: up to `FEW` keys are compared
+/// directly (at most `FEW` comparisons per entry, so still linear), which
+/// costs far less than hashing every entry. Beyond that a map takes over,
+/// with std's SipHash on purpose: the plugin chooses these keys, and a
+/// reply of colliding keys must not make the merge quadratic.
+pub(super) enum Touched {
+    Few(Vec<(String, Touch)>),
+    Many(HashMap<String, Touch>),
+}
+
+impl Touched {
+    const FEW: usize = 8;
+
+    /// The key's entry, added if it is new.
+    fn entry(&mut self, key: &str) -> &mut Touch {
+        if let Touched::Few(few) = self {
+            if few.len() == Self::FEW && !few.iter().any(|(k, _)| k == key) {
+                *self = Touched::Many(std::mem::take(few).into_iter().collect());
+            }
+        }
+        match self {
+            Touched::Few(few) => {
+                let at = match few.iter().position(|(k, _)| k == key) {
+                    Some(at) => at,
+                    None => {
+                        few.push((key.to_string(), Touch::default()));
+                        few.len() - 1
+                    }
+                };
+                &mut few[at].1
+            }
+            Touched::Many(many) => many.entry(key.to_string()).or_default(),
+        }
+    }
+
+    pub(super) fn get(&self, key: &str) -> Option<&Touch> {
+        match self {
+            Touched::Few(few) => few.iter().find(|(k, _)| k == key).map(|(_, t)| t),
+            Touched::Many(many) => many.get(key),
+        }
+    }
+}
+
+impl Default for Touched {
+    fn default() -> Self {
+        Touched::Few(Vec::new())
     }
 }
 

@@ -1231,6 +1231,36 @@ fn env_replaces_by_name_and_never_reports_removals() {
 }
 
 #[test]
+fn keyed_merge_is_the_same_with_few_and_many_keys() {
+    // A handful of keys is compared directly and more go through a map;
+    // the outcome must not depend on which.
+    for n in [2, 8, 9, 30] {
+        let mut ctr = container("c");
+        ctr.env = (0..n).map(|i| format!("K{i}=old")).collect();
+        ctr.env.push("STAY=1".to_string());
+        let (adjust, ctr) = adjusted(ctr, |a| {
+            for i in 0..n {
+                let key = format!("K{i}");
+                match i % 3 {
+                    0 => a.add_env(&key, "new"),
+                    1 => a.remove_env(&key),
+                    _ => {
+                        a.remove_env(&key);
+                        a.add_env(&key, "new");
+                    }
+                }
+            }
+        });
+        let kept: Vec<String> = (0..n).filter(|i| i % 3 != 1).map(|i| format!("K{i}")).collect();
+        let mut want = vec!["STAY=1".to_string()];
+        want.extend(kept.iter().map(|k| format!("{k}=new")));
+        assert_eq!(ctr.env, want, "{n} keys");
+        let names: Vec<_> = adjust.env.iter().map(|e| e.key.clone()).collect();
+        assert_eq!(names, kept, "{n} keys");
+    }
+}
+
+#[test]
 fn env_removal_drops_an_earlier_plugins_variable() {
     let (adjust, ctr) = merged(
         container("c"),
