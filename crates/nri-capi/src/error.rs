@@ -94,6 +94,7 @@ impl From<Error> for Failure {
             | Error::Closed { .. }
             | Error::Transport { .. } => nri_status::PluginFailed,
             Error::Merge(_) => nri_status::Conflict,
+            Error::InvalidMessage(_) => nri_status::InvalidMessage,
             Error::Rejected { .. } | Error::PodRejected { .. } | Error::ValidatorFailed { .. } => {
                 nri_status::Rejected
             }

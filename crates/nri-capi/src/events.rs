@@ -155,10 +155,9 @@ async fn relay(a: &Adaptation, event: Event, req: &[u8]) -> Result<Option<nri_bu
         Event::POST_UPDATE_POD_SANDBOX => done(a.post_update_pod_sandbox(decode(req)?).await),
         Event::STOP_POD_SANDBOX => done(a.stop_pod_sandbox(decode(req)?).await),
         Event::REMOVE_POD_SANDBOX => done(a.remove_pod_sandbox(decode(req)?).await),
-        Event::CREATE_CONTAINER => answered(encode(
-            &a.create_container_encoded(decode(req)?, req.to_vec())
-                .await?,
-        )),
+        Event::CREATE_CONTAINER => answered(Ok(nri_buffer::from_vec(
+            a.create_container_wire(req.to_vec()).await?,
+        ))),
         Event::POST_CREATE_CONTAINER => done(a.post_create_container(decode(req)?).await),
         Event::START_CONTAINER => done(a.start_container(decode(req)?).await),
         Event::POST_START_CONTAINER => done(a.post_start_container(decode(req)?).await),
@@ -306,13 +305,10 @@ pub unsafe extern "C" fn nri_adaptation_create_container(
         // SAFETY: nri_adaptation_create_container's contract: `req` holds
         // `len` bytes (NULL if `len` is 0).
         let bytes = unsafe { bytes(CreateContainerRequest::NAME, req, len) }?;
-        // Plugins get the caller's bytes as they are (see
-        // `create_container_encoded`).
-        let r = block_on(
-            a.inner
-                .create_container_encoded(decode(bytes)?, bytes.to_vec()),
-        )?;
-        rsp.write(encode(&r)?);
+        // Decoded and answered on the core's thread; plugins get the
+        // caller's bytes as they are (see `create_container_wire`).
+        let r = block_on(a.inner.create_container_wire(bytes.to_vec()))?;
+        rsp.write(nri_buffer::from_vec(r));
         Ok(())
     })
 }

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use log::info;
 use nri_api::*;
+use protobuf::Message;
 
 use crate::activate::start_plugins;
 use crate::shared::Core;
@@ -313,20 +314,30 @@ impl Adaptation {
     }
 
     /// [`create_container`](Self::create_container) of a request the
-    /// runtime holds encoded too: `encoded` must be `req`'s encoding (the
-    /// bytes it was decoded from). If `req` has the empty parts upstream
-    /// adds to a container before the first plugin (hooks, linux resources,
-    /// memory and CPU), plugins are then sent those bytes instead of an
-    /// encoding of the adaptation's, until a plugin adjusts the container.
-    /// How the C ABI relays the event.
-    pub async fn create_container_encoded(
-        &self,
-        req: CreateContainerRequest,
-        encoded: Vec<u8>,
-    ) -> Result<CreateContainerResponse, Error> {
+    /// runtime holds encoded, answered encoded: how the C ABI relays the
+    /// event. The request is decoded, and the response encoded, on the
+    /// adaptation's own thread, so the decoded request's ~200 allocations
+    /// are made and freed by one thread (freed by another than the one that
+    /// made them, glibc's allocator takes the slow path for most of them).
+    /// If the request has the empty parts upstream adds to a container before
+    /// the first plugin (hooks, linux resources, memory and CPU), plugins are
+    /// sent these bytes instead of an encoding of the adaptation's, until a
+    /// plugin adjusts the container.
+    pub async fn create_container_wire(&self, encoded: Vec<u8>) -> Result<Vec<u8>, Error> {
         let core = Arc::clone(&self.core);
-        self.on_event(events::create_container(core, req, Some(encoded)))
-            .await
+        self.on_event(async move {
+            let req = CreateContainerRequest::parse_from_bytes(&encoded).map_err(|e| {
+                Error::InvalidMessage(format!("invalid {}: {e}", CreateContainerRequest::NAME))
+            })?;
+            let rsp = events::create_container(core, req, Some(encoded)).await?;
+            rsp.write_to_bytes().map_err(|e| {
+                Error::InvalidMessage(format!(
+                    "cannot encode {}: {e}",
+                    CreateContainerResponse::NAME
+                ))
+            })
+        })
+        .await
     }
 
     pub async fn post_create_container(

@@ -81,6 +81,10 @@ pub enum Error {
         op: &'static str,
         reason: String,
     },
+    /// A request given encoded did not decode, or a response could not be
+    /// encoded ([`Adaptation::create_container_wire`](crate::Adaptation::create_container_wire)).
+    #[error("{0}")]
+    InvalidMessage(String),
     /// The runtime's sync callback failed while starting.
     #[error("{0}")]
     Runtime(BoxError),

@@ -20,7 +20,7 @@ import (
 // core's CreateContainer through 4 typical plugins with its plugin I/O on
 // each tokio layout in turn; see that file for the layouts.
 
-var layouts = []string{"dedicated", "caller", "multi1", "multi2"}
+var layouts = []string{"dedicated", "wire", "caller", "multi1", "multi2"}
 
 type layoutRound struct {
 	Layout     string  `json:"layout"`

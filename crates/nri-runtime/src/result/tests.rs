@@ -1251,7 +1251,10 @@ fn keyed_merge_is_the_same_with_few_and_many_keys() {
                 }
             }
         });
-        let kept: Vec<String> = (0..n).filter(|i| i % 3 != 1).map(|i| format!("K{i}")).collect();
+        let kept: Vec<String> = (0..n)
+            .filter(|i| i % 3 != 1)
+            .map(|i| format!("K{i}"))
+            .collect();
         let mut want = vec!["STAY=1".to_string()];
         want.extend(kept.iter().map(|k| format!("{k}=new")));
         assert_eq!(ctr.env, want, "{n} keys");

@@ -12,6 +12,9 @@
 //!   own; the caller blocks in `futures::executor::block_on`;
 //! * `multi2`, `multi1`: a multi-thread runtime with 2 (1) workers, given
 //!   through `Options::runtime`; the caller blocks the same way;
+//! * `wire`: `dedicated`, but each event goes in and out encoded
+//!   (`create_container_wire`), as the C ABI relays it, with the request
+//!   completed as go/adaptation completes it before encoding;
 //! * `caller`: a current-thread runtime driven by the calling thread itself
 //!   (`Runtime::block_on` per event): no thread hop at all, but nothing
 //!   serves plugins between events, so not a layout a runtime can use;
@@ -109,7 +112,20 @@ impl Driver {
 
 fn main() -> Result<(), BoxError> {
     let args = parse_args()?;
-    let req = CreateContainerRequest::parse_from_bytes(&std::fs::read(&args.request)?)?;
+    let mut req = CreateContainerRequest::parse_from_bytes(&std::fs::read(&args.request)?)?;
+    if args.layout == "wire" {
+        // What go/adaptation adds before it encodes a request.
+        let ctr = req.container.mut_or_insert_default();
+        ctr.hooks.mut_or_insert_default();
+        let res = ctr
+            .linux
+            .mut_or_insert_default()
+            .resources
+            .mut_or_insert_default();
+        res.memory.mut_or_insert_default();
+        res.cpu.mut_or_insert_default();
+    }
+    let wire = req.write_to_bytes()?;
 
     // Kept alive until the end: the runtime the layout names, if not the default.
     let mut _owned: Option<tokio::runtime::Runtime> = None;
@@ -118,7 +134,7 @@ fn main() -> Result<(), BoxError> {
         .plugin_path("/nonexistent/nri-bench/plugins")
         .plugin_config_path("/nonexistent/nri-bench/conf.d");
     let driver = match args.layout.as_str() {
-        "dedicated" => Driver::Block,
+        "dedicated" | "wire" => Driver::Block,
         "multi2" | "multi1" => {
             let workers = if args.layout == "multi2" { 2 } else { 1 };
             let rt = tokio::runtime::Builder::new_multi_thread()
@@ -168,19 +184,32 @@ fn main() -> Result<(), BoxError> {
     println!("ready");
     std::io::stdout().flush()?;
 
+    // One event's input: the request, decoded or encoded as the layout
+    // takes it; copied before the measured loop, outside the measurement.
+    let input = || match args.layout.as_str() {
+        "wire" => Err(wire.clone()),
+        _ => Ok(req.clone()),
+    };
+    let event = |input: Result<CreateContainerRequest, Vec<u8>>| -> Result<(), BoxError> {
+        match input {
+            Ok(r) => drop(std::hint::black_box(driver.run(nri.create_container(r))?)),
+            Err(bytes) => drop(std::hint::black_box(
+                driver.run(nri.create_container_wire(bytes))?,
+            )),
+        }
+        Ok(())
+    };
     for _ in 0..args.warmup {
-        driver.run(nri.create_container(req.clone()))?;
+        event(input())?;
     }
-    // Each operation's request is copied beforehand, outside the measurement.
-    let reqs: Vec<CreateContainerRequest> = (0..args.ops).map(|_| req.clone()).collect();
+    let inputs: Vec<_> = (0..args.ops).map(|_| input()).collect();
     let mut lat = Vec::with_capacity(args.ops);
     let cpu0 = cpu_time();
     let t0 = Instant::now();
-    for r in reqs {
+    for i in inputs {
         let started = Instant::now();
-        let rsp = driver.run(nri.create_container(r))?;
+        event(i)?;
         lat.push(started.elapsed().as_secs_f64() * 1e6);
-        std::hint::black_box(rsp);
     }
     let wall = t0.elapsed();
     let cpu = cpu_time() - cpu0;
