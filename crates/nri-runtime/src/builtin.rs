@@ -90,6 +90,18 @@ pub trait BuiltinHandlers: Send + Sync + 'static {
     ) -> Result<(), BoxError> {
         Ok(())
     }
+    /// Validation of a request the validator only reads, done at once:
+    /// `Some(verdict)` is taken in place of
+    /// [`validate_container_adjustment`](Self::validate_container_adjustment),
+    /// which is then not called, and the request (the pod and the
+    /// container, which the runtime would otherwise copy for the call) is
+    /// not copied. `None`, the default, means "call the other".
+    fn validate_borrowed(
+        &self,
+        _req: &ValidateContainerAdjustmentRequest,
+    ) -> Option<Result<(), BoxError>> {
+        None
+    }
 }
 
 /// A builtin plugin: its name, its index and its handlers.
@@ -134,6 +146,13 @@ impl BuiltinHandlers for DefaultValidatorPlugin {
         req: ValidateContainerAdjustmentRequest,
     ) -> Result<(), BoxError> {
         Ok(self.0.validate(&req)?)
+    }
+
+    fn validate_borrowed(
+        &self,
+        req: &ValidateContainerAdjustmentRequest,
+    ) -> Option<Result<(), BoxError>> {
+        Some(self.0.validate(req).map_err(Into::into))
     }
 }
 

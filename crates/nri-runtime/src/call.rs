@@ -101,18 +101,35 @@ call!(PostUpdateContainerRequest => PostUpdateContainerResponse, POST_UPDATE_CON
 call!(StopContainerRequest => StopContainerResponse, STOP_CONTAINER, "StopContainer", stop_container, builtin: reply);
 call!(RemoveContainerRequest => RemoveContainerResponse, REMOVE_CONTAINER, "RemoveContainer", remove_container, builtin: unit, state: container);
 // A builtin validator's error is a rejection, as with upstream's wrapper.
-call!(@impl ValidateContainerAdjustmentRequest => ValidateContainerAdjustmentResponse,
-VALIDATE_CONTAINER_ADJUSTMENT, "ValidateContainerAdjustment",
-|h: Arc<dyn BuiltinHandlers>, r: ValidateContainerAdjustmentRequest| async move {
-    Ok(match h.validate_container_adjustment(r).await {
-        Ok(()) => ValidateContainerAdjustmentResponse::default(),
-        Err(e) => ValidateContainerAdjustmentResponse {
-            reject: true,
-            reason: e.to_string(),
-            ..Default::default()
-        },
-    })
-});
+// A validator that can validate a borrowed request is not given a copy:
+// the request holds the pod and the container, and copying and freeing it
+// cost more than the default validator's whole check.
+impl Call for ValidateContainerAdjustmentRequest {
+    type Reply = ValidateContainerAdjustmentResponse;
+    const EVENT: Event = Event::VALIDATE_CONTAINER_ADJUSTMENT;
+    const METHOD: &'static str = "ValidateContainerAdjustment";
+
+    fn via_builtin(
+        &self,
+        handlers: Arc<dyn BuiltinHandlers>,
+    ) -> BoxFuture<'static, Result<Self::Reply, BoxError>> {
+        fn verdict(v: Result<(), BoxError>) -> ValidateContainerAdjustmentResponse {
+            match v {
+                Ok(()) => ValidateContainerAdjustmentResponse::default(),
+                Err(e) => ValidateContainerAdjustmentResponse {
+                    reject: true,
+                    reason: e.to_string(),
+                    ..Default::default()
+                },
+            }
+        }
+        if let Some(v) = handlers.validate_borrowed(self) {
+            return Box::pin(std::future::ready(Ok(verdict(v))));
+        }
+        let req = self.clone();
+        Box::pin(async move { Ok(verdict(handlers.validate_container_adjustment(req).await)) })
+    }
+}
 
 /// A request's encoding, made at most once and sent to each plugin for as
 /// long as the request stays as it is: for most events, to all of them.

@@ -99,8 +99,8 @@ pub(crate) async fn create_container(
     };
     let mut result = CreateResult::new(&mut req);
     // The pristine (normalized) container, before any plugin touches it.
+    // (The pod is not adjusted: it is taken from the request at the end.)
     let validate = (!validators.is_empty()).then(|| ValidateContainerAdjustmentRequest {
-        pod: req.pod.clone(),
         container: req.container.clone(),
         ..Default::default()
     });
@@ -137,14 +137,18 @@ pub(crate) async fn create_container(
     // every plugin still open when its turn came, so one dropped during its
     // own call is listed.
     validate.plugins = active_instances(&plugins);
+    validate.pod = std::mem::take(&mut req.pod);
     let rpl = result.response();
     validate.adjust = rpl.adjust.clone();
     validate.update = rpl.update.clone();
     validate.owners = protobuf::MessageField::some(result.owners().clone());
     let validate = &validate;
-    // Encoded once for all validators (a failure to encode shows in each).
+    // Encoded once for all external validators (a failure to encode shows
+    // in each); builtin ones are given the request itself.
     let mut encoding = Encoding::default();
-    let _ = encoding.of(validate);
+    if validators.iter().any(|v| !v.is_builtin()) {
+        let _ = encoding.of(validate);
+    }
     let encoding = &encoding;
     // Validators run concurrently; the first failure in plugin order wins.
     // One that is gone by now is skipped (`Plugin::validate`), as upstream.
