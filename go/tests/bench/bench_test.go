@@ -50,7 +50,7 @@ func TestSmoke(t *testing.T) {
 		}
 	}
 	bins := binaries{goPlugin: buildGoPlugin(t), rustPlugin: filepath.Join(bin, "nri-bench-plugin"), core: filepath.Join(bin, "nri-bench-core")}
-	res, err := run(smokeSettings("", `^(floor-raw|create-typical-1)$`), bins, testing.Verbose(), true)
+	res, err := run(smokeSettings("", `^(floor-raw|create-typical-1)$`), bins, testing.Verbose(), true, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,13 +56,15 @@ type configResult struct {
 }
 
 type caseResult struct {
-	Name        string `json:"name"`
-	Title       string `json:"title"`
-	Kind        string `json:"kind"` // floor, create, update, lifecycle, sync
-	Plugins     int    `json:"plugins"`
-	Containers  int    `json:"containers,omitempty"` // sync cases
-	Mode        string `json:"mode,omitempty"`       // typical, noop
-	EventsPerOp int    `json:"events_per_op"`
+	Name       string `json:"name"`
+	Title      string `json:"title"`
+	Kind       string `json:"kind"` // floor, create, update, lifecycle, sync
+	Plugins    int    `json:"plugins"`
+	Containers int    `json:"containers,omitempty"` // sync cases
+	Mode       string `json:"mode,omitempty"`       // typical, noop, large
+	// The default validator runs as a builtin plugin (benchValidator).
+	Validator   bool `json:"default_validator,omitempty"`
+	EventsPerOp int  `json:"events_per_op"`
 	// RoundTrips per op: plugins x events, for the distance from the floor.
 	RoundTrips   int  `json:"round_trips_per_op"`
 	RequestBytes int  `json:"request_bytes"`
@@ -103,12 +105,12 @@ func (h *harness) newDir() (string, error) {
 }
 
 // freshInstance starts an adaptation of impl in a directory of its own.
-func (h *harness) freshInstance(impl string) (*instance, error) {
+func (h *harness) freshInstance(impl string, c *caseDef) (*instance, error) {
 	dir, err := h.newDir()
 	if err != nil {
 		return nil, err
 	}
-	return newInstance(impl, dir)
+	return newInstance(impl, dir, c.Validator)
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -127,12 +129,20 @@ func createOp(c *caseDef) op {
 		if err != nil || !check {
 			return err
 		}
-		if c.Mode == "typical" && len(rsp.GetAdjust().GetEnv()) != c.Plugins {
+		env := c.Plugins
+		if c.Mode == "large" {
+			env *= 1 + largeEnv
+		}
+		if c.Mode != "noop" && len(rsp.GetAdjust().GetEnv()) != env {
 			return errNotAllPlugins
 		}
 		return nil
 	}
 }
+
+// largeEnv is how many environment variables a large-mode plugin adds
+// besides its typical one (goplugin's largeEnv).
+const largeEnv = 2000
 
 func updateOp(c *caseDef) op {
 	return func(ctx context.Context, rt runtimeAPI, q *requests, check bool) error {
@@ -182,7 +192,7 @@ var errNotAllPlugins = fmt.Errorf("not every plugin has joined yet")
 func runEvents(mk func(*caseDef) op) func(h *harness, c *caseDef, impl, stub string, round int) (roundResult, error) {
 	return func(h *harness, c *caseDef, impl, stub string, round int) (res roundResult, err error) {
 		res.Round = round
-		in, err := h.freshInstance(impl)
+		in, err := h.freshInstance(impl, c)
 		if err != nil {
 			return res, err
 		}
@@ -235,7 +245,7 @@ func runEvents(mk func(*caseDef) op) func(h *harness, c *caseDef, impl, stub str
 		// Typical plugins show in the response that every one has joined;
 		// until then calls are retried (and not counted as warm-up).
 		retries := 0
-		if c.Mode == "typical" {
+		if c.Mode != "noop" {
 			deadline := time.Now().Add(5 * time.Second)
 			for {
 				err := do(ctx, in.rt, fresh(), true)
@@ -321,7 +331,7 @@ func runEvents(mk func(*caseDef) op) func(h *harness, c *caseDef, impl, stub str
 // adaptation per round, a fresh plugin per op.
 func runSync(h *harness, c *caseDef, impl, stub string, round int) (res roundResult, err error) {
 	res.Round = round
-	in, err := h.freshInstance(impl)
+	in, err := h.freshInstance(impl, c)
 	if err != nil {
 		return res, err
 	}

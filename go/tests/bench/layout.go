@@ -42,7 +42,25 @@ type layoutResult struct {
 	Errors     []string      `json:"errors,omitempty"`
 }
 
+// coreRun is one run of nri-bench-core: a layout, its plugins, and
+// optionally the default validator and a command wrapping the process (a
+// profiler).
+type coreRun struct {
+	layout, stub         string
+	plugins, ops, warmup int
+	validator            bool
+	wrapper              []string
+}
+
 func (h *harness) runLayout(layout, stub string, plugins, ops, warmup int) (layoutRound, error) {
+	// For profiling the core alone, e.g.
+	// NRI_BENCH_CORE_WRAPPER="valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p".
+	return h.runCore(coreRun{layout: layout, stub: stub, plugins: plugins, ops: ops, warmup: warmup,
+		wrapper: strings.Fields(os.Getenv("NRI_BENCH_CORE_WRAPPER"))})
+}
+
+func (h *harness) runCore(run coreRun) (layoutRound, error) {
+	layout, stub, plugins, ops, warmup := run.layout, run.stub, run.plugins, run.ops, run.warmup
 	dir, err := h.newDir()
 	if err != nil {
 		return layoutRound{}, err
@@ -58,10 +76,11 @@ func (h *harness) runLayout(layout, stub string, plugins, ops, warmup int) (layo
 	socket := filepath.Join(dir, "nri.sock")
 	args := []string{h.bins.core, "-layout", layout, "-socket", socket, "-plugins", strconv.Itoa(plugins),
 		"-request", reqFile, "-ops", strconv.Itoa(ops), "-warmup", strconv.Itoa(warmup)}
-	// For profiling the core alone, e.g.
-	// NRI_BENCH_CORE_WRAPPER="valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p".
-	if w := strings.Fields(os.Getenv("NRI_BENCH_CORE_WRAPPER")); len(w) > 0 {
-		args = append(w, args...)
+	if run.validator {
+		args = append(args, "-validator", "1")
+	}
+	if len(run.wrapper) > 0 {
+		args = append(append([]string{}, run.wrapper...), args...)
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	stderr := &strings.Builder{}
@@ -144,4 +163,55 @@ func (h *harness) runLayout(layout, stub string, plugins, ops, warmup int) (layo
 		return layoutRound{}, fmt.Errorf("nri-bench-core: %q: %v: %s", r.l, err, stderr)
 	}
 	return lr, nil
+}
+
+// instrCount is the core's instructions per CreateContainer (callgrind),
+// through the C ABI's path (nri-bench-core's wire layout): decoding the
+// request, the plugin hops, merging, encoding the response. Counts do not
+// depend on the machine's load, unlike every time in this report.
+type instrCount struct {
+	Plugins   int     `json:"plugins"`
+	Validator bool    `json:"default_validator,omitempty"`
+	PerEvent  float64 `json:"instructions_per_event"`
+	PerHop    float64 `json:"instructions_per_hop"`
+	Error     string  `json:"error,omitempty"`
+}
+
+// countInstructions runs nri-bench-core under callgrind twice, with n and
+// 2n events, so that start-up and shutdown cancel out of the difference.
+func (h *harness) countInstructions(plugins int, validator bool, n int) instrCount {
+	out := instrCount{Plugins: plugins, Validator: validator}
+	total := func(ops int) (float64, error) {
+		dir, err := h.newDir()
+		if err != nil {
+			return 0, err
+		}
+		file := filepath.Join(dir, "callgrind.out")
+		wrapper := []string{"valgrind", "--tool=callgrind", "--callgrind-out-file=" + file}
+		if _, err := h.runCore(coreRun{layout: "wire", stub: stubRust, plugins: plugins, ops: ops, warmup: 0,
+			validator: validator, wrapper: wrapper}); err != nil {
+			return 0, err
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return 0, err
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "summary: "); ok {
+				return strconv.ParseFloat(strings.TrimSpace(v), 64)
+			}
+		}
+		return 0, fmt.Errorf("%s: no summary line", file)
+	}
+	small, err := total(n)
+	if err == nil {
+		var large float64
+		if large, err = total(2 * n); err == nil {
+			out.PerEvent = (large - small) / float64(n)
+			out.PerHop = out.PerEvent / float64(plugins)
+			return out
+		}
+	}
+	out.Error = err.Error()
+	return out
 }

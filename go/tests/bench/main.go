@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"regexp"
 	"time"
 
@@ -47,7 +48,9 @@ type results struct {
 	Settings settings       `json:"settings"`
 	Cases    []caseResult   `json:"cases"`
 	Layouts  []layoutResult `json:"layouts"`
-	Targets  []target       `json:"targets"`
+	// The core's instructions per event (callgrind), if valgrind is here.
+	Instructions []instrCount `json:"instructions,omitempty"`
+	Targets      []target     `json:"targets"`
 }
 
 func main() {
@@ -66,6 +69,7 @@ func main() {
 		cases      = flag.String("cases", "", "only cases whose name matches this regexp")
 		pinned     = flag.String("pinned", `^(floor-raw|floor-ttrpc|create-typical-4)$`, "cases to run again with everything pinned to CPU 0 ('' for none)")
 		noLayouts  = flag.Bool("no-layouts", false, "skip the runtime-layout experiment")
+		noInstr    = flag.Bool("no-instructions", false, "skip counting the core's instructions (callgrind)")
 		layoutPlug = flag.Int("layout-plugins", 4, "plugins in the runtime-layout experiment (1 profiles a single hop)")
 		configs    = flag.String("configs", "", "only configurations (impl/stub, e.g. nri-rs/rust) matching this regexp")
 		verbose    = flag.Bool("v", false, "progress on stderr")
@@ -86,7 +90,7 @@ func main() {
 	s.Configs = *configs
 	s.LayoutPlugins = *layoutPlug
 	res, err := run(s, binaries{goPlugin: *goPlugin, rustPlugin: *bin + "/nri-bench-plugin", core: *bin + "/nri-bench-core"},
-		*verbose, !*noLayouts)
+		*verbose, !*noLayouts, !*noInstr && !*smoke)
 	if err != nil {
 		fatal(err)
 	}
@@ -146,6 +150,13 @@ func caseList(s settings, req *requests) []*caseDef {
 		event(fmt.Sprintf("create-typical-%d", n), fmt.Sprintf("CreateContainer, %d typical plugin(s)", n),
 			"create", "typical", n, 1, s.Ops, createOp)
 	}
+	// The default validator as a builtin, behind one typical plugin.
+	event("create-typical-1-validator", "CreateContainer, 1 typical plugin and the default validator",
+		"create", "typical", 1, 1, s.Ops, createOp)
+	out[len(out)-1].Validator = true
+	// The largest reply a plugin may send (about 3.3 MB): the merge's cost.
+	event("create-large-1", "CreateContainer, 1 plugin with a 3.3 MB reply", "create", "large", 1, 1,
+		max(s.Ops/100, 5), createOp)
 	// No plugin at all: what the runtime side itself costs per event.
 	event("create-none", "CreateContainer, no plugin", "create", "noop", 0, 1, s.Ops, createOp)
 	for _, n := range []int{1, 4, 8} {
@@ -184,7 +195,7 @@ func caseList(s settings, req *requests) []*caseDef {
 	return out
 }
 
-func run(s settings, bins binaries, verbose, withLayouts bool) (*results, error) {
+func run(s settings, bins binaries, verbose, withLayouts, withInstr bool) (*results, error) {
 	// Both implementations log through upstream's pkg/log (logrus): keep
 	// per-plugin info lines out of the measurement.
 	logrus.SetLevel(logrus.WarnLevel)
@@ -243,6 +254,9 @@ func run(s settings, bins binaries, verbose, withLayouts bool) (*results, error)
 		} else {
 			fmt.Fprintf(os.Stderr, "bench: skipping the layout experiment: %v\n", err)
 		}
+	}
+	if withInstr && (filter == nil || filter.MatchString("instructions")) {
+		res.Instructions = h.runInstructions()
 	}
 	if pinFilter != nil {
 		if err := pin([]int{0}); err != nil {
@@ -355,6 +369,31 @@ func (h *harness) runLayouts(s settings) []layoutResult {
 			res[i].P50us, res[i].P99us, res[i].CPUusPerOp = median(p50), median(p99), median(cpu)
 		}
 		out = append(out, res...)
+	}
+	return out
+}
+
+// runInstructions counts the core's instructions per CreateContainer with
+// one and four typical Rust-stub plugins, and with one and the default
+// validator; skipped (with a note) without valgrind.
+func (h *harness) runInstructions() []instrCount {
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: no valgrind, instructions not counted: %v\n", err)
+		return nil
+	}
+	if _, err := os.Stat(h.bins.core); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: instructions not counted: %v\n", err)
+		return nil
+	}
+	var out []instrCount
+	for _, c := range []struct {
+		plugins   int
+		validator bool
+	}{{1, false}, {4, false}, {1, true}} {
+		r := h.countInstructions(c.plugins, c.validator, 300)
+		h.logf("instructions: %d plugin(s), validator %v: %.0f per event, %.0f per hop %s",
+			r.Plugins, r.Validator, r.PerEvent, r.PerHop, r.Error)
+		out = append(out, r)
 	}
 	return out
 }

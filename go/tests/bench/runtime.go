@@ -16,6 +16,7 @@ import (
 
 	upstream "github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
+	validator "github.com/containerd/nri/plugins/default-validator/builtin"
 	nrirs "github.com/nri-rs/nri-rs/go/adaptation"
 )
 
@@ -69,7 +70,14 @@ type instance struct {
 	syncErr error
 }
 
-func newInstance(impl, dir string) (*instance, error) {
+// benchValidator is the default validator's configuration in the cases
+// that enable it: on, refusing OCI hooks, and the first bench plugin
+// required (the checks a node that uses it would run for every container).
+func benchValidator() *validator.DefaultValidatorConfig {
+	return &validator.DefaultValidatorConfig{Enable: true, RejectOCIHookAdjustment: true, RequiredPlugins: []string{"bench0"}}
+}
+
+func newInstance(impl, dir string, withValidator bool) (*instance, error) {
 	in := &instance{impl: impl, dir: dir, socket: filepath.Join(dir, "nri.sock"), syncCh: make(chan struct{}, 64)}
 	for _, sub := range []string{"plugins", "conf.d"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
@@ -102,17 +110,23 @@ func newInstance(impl, dir string) (*instance, error) {
 	var err error
 	switch impl {
 	case implUpstream:
-		in.rt, err = upstream.New("nri-bench", "1.0",
-			func(ctx context.Context, cb upstream.SyncCB) error { return syncFn(ctx, cb) }, updateFn,
-			upstream.WithPluginPath(filepath.Join(dir, "plugins")),
+		opts := []upstream.Option{upstream.WithPluginPath(filepath.Join(dir, "plugins")),
 			upstream.WithPluginConfigPath(filepath.Join(dir, "conf.d")),
-			upstream.WithSocketPath(in.socket))
+			upstream.WithSocketPath(in.socket)}
+		if withValidator {
+			opts = append(opts, upstream.WithDefaultValidator(benchValidator()))
+		}
+		in.rt, err = upstream.New("nri-bench", "1.0",
+			func(ctx context.Context, cb upstream.SyncCB) error { return syncFn(ctx, cb) }, updateFn, opts...)
 	case implNriRs:
-		in.rt, err = nrirs.New("nri-bench", "1.0",
-			func(ctx context.Context, cb nrirs.SyncCB) error { return syncFn(ctx, cb) }, updateFn,
-			nrirs.WithPluginPath(filepath.Join(dir, "plugins")),
+		opts := []nrirs.Option{nrirs.WithPluginPath(filepath.Join(dir, "plugins")),
 			nrirs.WithPluginConfigPath(filepath.Join(dir, "conf.d")),
-			nrirs.WithSocketPath(in.socket))
+			nrirs.WithSocketPath(in.socket)}
+		if withValidator {
+			opts = append(opts, nrirs.WithDefaultValidator(benchValidator()))
+		}
+		in.rt, err = nrirs.New("nri-bench", "1.0",
+			func(ctx context.Context, cb nrirs.SyncCB) error { return syncFn(ctx, cb) }, updateFn, opts...)
 	default:
 		err = fmt.Errorf("unknown implementation %q", impl)
 	}

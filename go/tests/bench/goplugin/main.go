@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -22,9 +23,22 @@ import (
 
 type plugin struct {
 	typical bool
+	large   bool
 	slot    int
 	events  atomic.Uint64
 }
+
+// The large mode's extra adjustment, a reply of about 3.3 MB (ttrpc's limit
+// is 4 MiB); must match the Rust plugin's.
+const (
+	largeAnnotations = 6000
+	largeEnv         = 2000
+)
+
+var (
+	largeAnnotationValue = strings.Repeat("a", 480)
+	largeEnvValue        = strings.Repeat("e", 100)
+)
 
 // resourceSetter is what ContainerAdjustment and ContainerUpdate share.
 type resourceSetter interface {
@@ -106,6 +120,14 @@ func (p *plugin) CreateContainer(_ context.Context, _ *api.PodSandbox, _ *api.Co
 		})
 		setSlotResources(adjust, k)
 	}
+	if p.large {
+		for i := 0; i < largeAnnotations; i++ {
+			adjust.AddAnnotation(fmt.Sprintf("bench.nri.io/large-%d-%d", p.slot, i), largeAnnotationValue)
+		}
+		for i := 0; i < largeEnv; i++ {
+			adjust.AddEnv(fmt.Sprintf("BENCH_LARGE_%d_%d", p.slot, i), largeEnvValue)
+		}
+	}
 	return adjust, nil, nil
 }
 
@@ -150,13 +172,13 @@ func main() {
 	socket := flag.String("socket", api.DefaultSocketPath, "NRI socket")
 	name := flag.String("name", "bench", "plugin name")
 	idx := flag.String("idx", "10", "plugin index")
-	mode := flag.String("mode", "typical", "typical or noop")
+	mode := flag.String("mode", "typical", "typical, noop or large")
 	slot := flag.Int("slot", 0, "which fields and keys to adjust (0-7)")
 	waitStdin := flag.Bool("wait-stdin", false, "read a line from stdin before connecting")
 	flag.Parse()
 	logrus.SetLevel(logrus.WarnLevel)
 
-	if *mode != "typical" && *mode != "noop" {
+	if *mode != "typical" && *mode != "noop" && *mode != "large" {
 		fmt.Fprintf(os.Stderr, "goplugin: unknown mode %q\n", *mode)
 		os.Exit(2)
 	}
@@ -165,7 +187,7 @@ func main() {
 		fmt.Println("waiting")
 		_, _ = stdin.ReadString('\n')
 	}
-	p := &plugin{typical: *mode == "typical", slot: *slot}
+	p := &plugin{typical: *mode != "noop", large: *mode == "large", slot: *slot}
 	// Report once and exit: on stdin EOF (upstream's runtime leaves
 	// external plugins connected when it stops) or when the connection closes.
 	var report sync.Once

@@ -4,7 +4,10 @@
 //! layout rests on a measurement. go/bench starts this process, starts the
 //! plugins against its socket and reads one JSON line of results.
 //!
-//! Usage: nri-bench-core -layout L -socket PATH -plugins N -request FILE -ops N -warmup N
+//! Usage: nri-bench-core -layout L -socket PATH -plugins N -request FILE -ops N -warmup N [-validator 1]
+//!
+//! `-validator 1` enables the default validator as go/bench's
+//! `benchValidator` does (on, refusing OCI hooks, `bench0` required).
 //!
 //! Layouts (the caller is this process's main thread, which blocks the way
 //! the C ABI's callers do):
@@ -54,6 +57,7 @@ struct Args {
     request: String,
     ops: usize,
     warmup: usize,
+    validator: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -64,6 +68,7 @@ fn parse_args() -> Result<Args, String> {
         request: String::new(),
         ops: 1000,
         warmup: 100,
+        validator: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -76,6 +81,7 @@ fn parse_args() -> Result<Args, String> {
             "request" => a.request = value,
             "ops" => a.ops = num(&value)?,
             "warmup" => a.warmup = num(&value)?,
+            "validator" => a.validator = num(&value)? != 0,
             f => return Err(format!("unknown flag -{f}")),
         }
     }
@@ -133,6 +139,14 @@ fn main() -> Result<(), BoxError> {
         .socket_path(&args.socket)
         .plugin_path("/nonexistent/nri-bench/plugins")
         .plugin_config_path("/nonexistent/nri-bench/conf.d");
+    if args.validator {
+        opts = opts.default_validator(nri_runtime::validator::DefaultValidatorConfig {
+            enable: true,
+            reject_oci_hook_adjustment: true,
+            required_plugins: vec!["bench0".into()],
+            ..Default::default()
+        });
+    }
     let driver = match args.layout.as_str() {
         "dedicated" | "wire" => Driver::Block,
         "multi2" | "multi1" => {
@@ -170,7 +184,9 @@ fn main() -> Result<(), BoxError> {
     std::io::stdout().flush()?;
 
     let deadline = Instant::now() + Duration::from_secs(30);
-    while nri.plugins().len() < args.plugins {
+    // The default validator is one of the plugins.
+    let wanted = args.plugins + usize::from(args.validator);
+    while nri.plugins().len() < wanted {
         if Instant::now() > deadline {
             return Err(format!(
                 "{} of {} plugins registered",

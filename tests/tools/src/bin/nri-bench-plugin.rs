@@ -2,7 +2,7 @@
 //! twin on upstream's Go stub is go/bench/goplugin: same flags, same
 //! subscriptions, same replies, so the two stubs are compared on equal work.
 //!
-//! Usage: nri-bench-plugin -socket PATH -name NAME -idx NN -mode typical|noop -slot K [-wait-stdin]
+//! Usage: nri-bench-plugin -socket PATH -name NAME -idx NN -mode typical|noop|large -slot K [-wait-stdin]
 //!
 //! * subscribes to the 13 pod and container lifecycle events (and
 //!   Synchronize, which every plugin gets);
@@ -11,6 +11,9 @@
 //!   solicited update of the container (the same two fields); every field
 //!   and key depends on `slot` (0–7), so up to 8 plugins never conflict;
 //! * `noop`: every handler returns an empty reply;
+//! * `large`: `typical`, and CreateContainer adds 6,000 annotations of 480
+//!   bytes and 2,000 environment variables of 100 bytes: a reply of about
+//!   3.3 MB, near ttrpc's 4 MiB limit;
 //! * `-wait-stdin`: print `waiting`, then read one line from stdin before
 //!   connecting, so the caller can time registration without process
 //!   start-up;
@@ -29,6 +32,7 @@ use nri_stub::{HandlerResult, Plugin, Stub};
 
 struct Bench {
     typical: bool,
+    large: bool,
     slot: usize,
     events: Arc<AtomicU64>,
 }
@@ -134,6 +138,15 @@ impl Plugin for Bench {
             });
             set_slot_resources!(&mut adjust, k);
         }
+        if self.large {
+            let (k, annotation, env) = (self.slot, "a".repeat(480), "e".repeat(100));
+            for i in 0..6000 {
+                adjust.add_annotation(format!("bench.nri.io/large-{k}-{i}"), annotation.as_str());
+            }
+            for i in 0..2000 {
+                adjust.add_env(format!("BENCH_LARGE_{k}_{i}"), env.as_str());
+            }
+        }
         Ok((adjust, Vec::new()))
     }
 
@@ -208,6 +221,7 @@ struct Args {
     name: String,
     idx: String,
     typical: bool,
+    large: bool,
     slot: usize,
     wait_stdin: bool,
 }
@@ -218,6 +232,7 @@ fn parse_args() -> Result<Args, String> {
         name: "bench".into(),
         idx: "10".into(),
         typical: true,
+        large: false,
         slot: 0,
         wait_stdin: false,
     };
@@ -234,9 +249,10 @@ fn parse_args() -> Result<Args, String> {
             "name" => a.name = value,
             "idx" => a.idx = value,
             "mode" => {
-                a.typical = match value.as_str() {
-                    "typical" => true,
-                    "noop" => false,
+                (a.typical, a.large) = match value.as_str() {
+                    "typical" => (true, false),
+                    "noop" => (false, false),
+                    "large" => (true, true),
                     m => return Err(format!("unknown mode {m:?}")),
                 }
             }
@@ -288,6 +304,7 @@ async fn main() {
     }
     let plugin = Bench {
         typical: args.typical,
+        large: args.large,
         slot: args.slot,
         events: Arc::clone(&events),
     };
