@@ -170,7 +170,8 @@ func markdown(r *results, resultsName, pngRel string) string {
 	w("allocations are not Go allocations), and the growth of the runtime process's peak RSS over the loop. ")
 	w("\"× floor\" is p50 divided by (round trips per operation × the raw socket-pair round trip).\n\n")
 
-	w("## Targets\n\n| target | measured (nri-rs / reference) | ratio | limit | |\n|---|---|---|---|---|\n")
+	w("## Targets\n\nA missed row says what limits it, as measured; \"What limits the targets\" below has the profiles.\n\n")
+	w("| target | measured (nri-rs / reference) | ratio | limit | | what limits it |\n|---|---|---|---|---|---|\n")
 	for _, t := range r.Targets {
 		verdict := "missed"
 		if t.Missing {
@@ -178,9 +179,27 @@ func markdown(r *results, resultsName, pngRel string) string {
 		} else if t.Met {
 			verdict = "**met**"
 		}
-		w("| %s | %s | %s | ≤ %g× | %s |\n", t.What, t.Measured, fmtRatio(t.Ratio), t.Limit, verdict)
+		ratio, limit := fmtRatio(t.Ratio), fmt.Sprintf("≤ %g×", t.Limit)
+		if t.Limit > 100 { // an absolute count, not a ratio
+			ratio, limit = fmt.Sprintf("%.0f", t.Ratio), fmt.Sprintf("≤ %.0f", t.Limit)
+		}
+		w("| %s | %s | %s | %s | %s | %s |\n", t.What, t.Measured, ratio, limit, verdict, t.Limits)
 	}
 	w("\n")
+	if len(r.Instructions) > 0 {
+		w("## Instructions of the core\n\nCallgrind of `nri-bench-core` in its `wire` layout: the C ABI's path for ")
+		w("CreateContainer (decode the request, the plugin hops, merge, encode the answer), typical Rust-stub plugins, ")
+		w("whole process, from runs of n and 2n events so that start-up cancels out. Counts do not depend on the machine's load.\n\n")
+		w("| plugins | default validator | instructions per event | per plugin hop |\n|---|---|---|---|\n")
+		for _, ic := range r.Instructions {
+			if ic.Error != "" {
+				w("| %d | %v | failed: %s | |\n", ic.Plugins, ic.Validator, ic.Error)
+				continue
+			}
+			w("| %d | %v | %.0f | %.0f |\n", ic.Plugins, ic.Validator, ic.PerEvent, ic.PerHop)
+		}
+		w("\n")
+	}
 	if pngRel != "" {
 		w("## Latency per case\n\n![p50 latency per case, both implementations, both plugin stubs (log scale)](%s)\n\n", pngRel)
 		w("Bars are p50 latency (log scale); the thin mark on each bar is p99.\n\n")

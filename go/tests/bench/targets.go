@@ -10,6 +10,9 @@ type target struct {
 	Limit    float64 `json:"limit"` // met when ratio <= limit
 	Met      bool    `json:"met"`
 	Missing  bool    `json:"missing,omitempty"` // a figure was not measured
+	// What limits the figure, as measured (see PERFORMANCE.md's hand-written
+	// part); shown when the target is missed.
+	Limits string `json:"limits,omitempty"`
 }
 
 func (r *results) find(caseName, impl, stub string) *configResult {
@@ -50,34 +53,74 @@ func fmtVal(v float64, unit string) string {
 	return fmt.Sprintf("%.1f", v)
 }
 
+// What limits the targets that a run misses, from the profiles in
+// PERFORMANCE.md's hand-written part ("What limits the targets").
+const (
+	limitsBoundary = "per event, the core decodes the request (rust-protobuf: ~158,000 instructions for the 7.5 KB request) and " +
+		"encodes the answer, work upstream does not have, besides the Go side's own marshalling; one plugin hop does not " +
+		"amortize it"
+	limitsLarge = "the 3.3 MB reply is decoded by the core, merged, encoded again and decoded by go/adaptation: two more " +
+		"passes over it than upstream's single decode"
+	limitsHop       = "rust-protobuf decoding and freeing the request, malloc/free (~40 %), ttrpc-rust's buffers and tokio's wake-ups"
+	limitsPluginCPU = "the plugin's side of each hop is mostly the kernel's wake-ups and the Rust stub's own decode of " +
+		"the request, which a Go stub pays too"
+	limitsRSS  = "VmRSS counts the executable's and libc's shared pages (~3.5 MiB); private memory (RssAnon) is below the limit"
+	limitsSync = "the plugin decoding the state (tens of MiB, in series) dominates both implementations"
+)
+
 func evaluateTargets(r *results) []target {
 	var out []target
+	add := func(t target, limits string) {
+		if !t.Met && !t.Missing {
+			t.Limits = limits
+		}
+		out = append(out, t)
+	}
+	// Every event case with plugins, both stubs: CPU ≤ 0.7×, p50 ≤ 0.9×.
+	for _, c := range r.Cases {
+		if c.Kind == "floor" || c.Kind == "sync" || c.Plugins == 0 || c.Pinned {
+			continue
+		}
+		limits := limitsBoundary
+		if c.Mode == "large" {
+			limits = limitsLarge
+		}
+		for _, m := range []struct {
+			what  string
+			limit float64
+			of    func(*configResult) float64
+		}{{"runtime CPU per event", 0.7, cpuOf}, {"p50 latency", 0.9, p50Of}} {
+			for _, stub := range []string{stubGo, stubRust} {
+				up, rs := r.find(c.Name, implUpstream, stub), r.find(c.Name, implNriRs, stub)
+				add(ratioTarget(fmt.Sprintf("%s, %s-stub plugins: %s, nri-rs / upstream", c.Title, stub, m.what), m.limit,
+					val(rs, m.of), val(up, m.of), "us", rs != nil && up != nil), limits)
+			}
+		}
+	}
 	up, rs := r.find("create-typical-4", implUpstream, stubGo), r.find("create-typical-4", implNriRs, stubGo)
-	out = append(out,
-		ratioTarget("CreateContainer, 4 typical Go-stub plugins: runtime CPU per event, nri-rs / upstream", 0.2,
-			val(rs, cpuOf), val(up, cpuOf), "us", rs != nil && up != nil),
-		ratioTarget("CreateContainer, 4 typical Go-stub plugins: p50 latency, nri-rs / upstream", 0.6,
-			val(rs, p50Of), val(up, p50Of), "us", rs != nil && up != nil))
-	rr := r.find("create-typical-4", implNriRs, stubRust)
-	out = append(out, ratioTarget("CreateContainer, 4 typical plugins: p50 of nri-rs with Rust-stub plugins / upstream with Go-stub plugins", 0.15,
-		val(rr, p50Of), val(up, p50Of), "us", rr != nil && up != nil))
-	noop, floor := r.find("create-noop-4", implNriRs, stubRust), r.find("floor-raw", "floor", "raw")
-	out = append(out, ratioTarget("CreateContainer, 4 no-op Rust-stub plugins on nri-rs: p50 / (4 × raw socket-pair round trip)", 5,
-		val(noop, p50Of), 4*val(floor, p50Of), "us", noop != nil && floor != nil))
-	su, sr := r.find("sync-10000", implUpstream, stubGo), r.find("sync-10000", implNriRs, stubGo)
-	out = append(out,
-		ratioTarget("Synchronize 10,000 containers (Go-stub plugin): time, nri-rs / upstream", 0.5,
-			val(sr, p50Of), val(su, p50Of), "us", sr != nil && su != nil),
-		ratioTarget("Synchronize 10,000 containers (Go-stub plugin): runtime RSS growth, nri-rs / upstream", 0.2,
-			val(sr, rssOf), val(su, rssOf), "kib", sr != nil && su != nil))
+	add(ratioTarget("CreateContainer, 4 typical Go-stub plugins: runtime CPU per event, nri-rs / upstream", 0.35,
+		val(rs, cpuOf), val(up, cpuOf), "us", rs != nil && up != nil), limitsBoundary)
+	hop := target{What: "the core's own instructions per plugin hop (callgrind, C ABI path, 4 typical Rust-stub plugins)", Limit: 60000}
+	hop.Missing, hop.Measured = true, "not measured (no valgrind)"
+	for _, ic := range r.Instructions {
+		if ic.Plugins == 4 && !ic.Validator && ic.Error == "" {
+			hop.Missing, hop.Ratio, hop.Met = false, ic.PerHop, ic.PerHop <= hop.Limit
+			hop.Measured = fmt.Sprintf("%.0f per event / 4", ic.PerEvent)
+		}
+	}
+	add(hop, limitsHop)
 	gp, rp := r.find("create-typical-4", implNriRs, stubGo), r.find("create-typical-4", implNriRs, stubRust)
-	out = append(out,
-		ratioTarget("Plugin idle RSS (after registration), Rust stub / Go stub", 0.25,
-			val(rp, idleOf), val(gp, idleOf), "kib", rp != nil && gp != nil),
-		ratioTarget("(same, private memory only: RssAnon, without the shared pages of libc and the executable; not the target's measure)", 0.25,
-			val(rp, anonOf), val(gp, anonOf), "kib", rp != nil && gp != nil && val(gp, anonOf) > 0),
-		ratioTarget("Plugin CPU per event (CreateContainer, typical), Rust stub / Go stub", 0.2,
-			val(rp, pcpuOf), val(gp, pcpuOf), "us", rp != nil && gp != nil))
+	add(ratioTarget("plugin CPU per event (CreateContainer, typical), Rust stub / Go stub", 0.3,
+		val(rp, pcpuOf), val(gp, pcpuOf), "us", rp != nil && gp != nil), limitsPluginCPU)
+	add(ratioTarget("plugin idle RSS (VmRSS, after registration), Rust stub / Go stub", 0.35,
+		val(rp, idleOf), val(gp, idleOf), "kib", rp != nil && gp != nil), limitsRSS)
+	add(ratioTarget("(not the target's measure: private memory only, RssAnon)", 0.35,
+		val(rp, anonOf), val(gp, anonOf), "kib", rp != nil && gp != nil && val(gp, anonOf) > 0), "")
+	su, sr := r.find("sync-10000", implUpstream, stubGo), r.find("sync-10000", implNriRs, stubGo)
+	add(ratioTarget("Synchronize 10,000 containers (Go-stub plugin): time, nri-rs / upstream", 0.5,
+		val(sr, p50Of), val(su, p50Of), "us", sr != nil && su != nil), limitsSync)
+	add(ratioTarget("Synchronize 10,000 containers (Go-stub plugin): runtime RSS growth, nri-rs / upstream", 0.2,
+		val(sr, rssOf), val(su, rssOf), "kib", sr != nil && su != nil), limitsSync)
 	return out
 }
 
