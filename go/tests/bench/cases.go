@@ -71,9 +71,11 @@ type caseResult struct {
 	Pinned       bool `json:"pinned"`
 	// The load average (1/5/15 min) when the case started and ended: other
 	// work on the machine shows here.
-	LoadStart []float64      `json:"load_start,omitempty"`
-	LoadEnd   []float64      `json:"load_end,omitempty"`
-	Configs   []configResult `json:"configs"`
+	LoadStart []float64 `json:"load_start,omitempty"`
+	LoadEnd   []float64 `json:"load_end,omitempty"`
+	// Why a case's figures are not those of the run itself (a re-run).
+	Note    string         `json:"note,omitempty"`
+	Configs []configResult `json:"configs"`
 }
 
 // caseDef is one case to run.
@@ -160,28 +162,43 @@ func updateOp(c *caseDef) op {
 func lifecycleOp(c *caseDef) op {
 	create := createOp(c)
 	return func(ctx context.Context, rt runtimeAPI, q *requests, check bool) error {
-		steps := []func() error{
-			func() error { return rt.RunPodSandbox(ctx, q.runPod) },
-			func() error { return create(ctx, rt, q, check) },
-			func() error { return rt.PostCreateContainer(ctx, q.postCreate) },
-			func() error { return rt.StartContainer(ctx, q.start) },
-			func() error { return rt.PostStartContainer(ctx, q.postStart) },
-			func() error { _, err := rt.UpdatePodSandbox(ctx, q.updatePod); return err },
-			func() error { return rt.PostUpdatePodSandbox(ctx, q.postUpdPod) },
-			func() error { _, err := rt.UpdateContainer(ctx, q.update); return err },
-			func() error { return rt.PostUpdateContainer(ctx, q.postUpdate) },
-			func() error { _, err := rt.StopContainer(ctx, q.stop); return err },
-			func() error { return rt.RemoveContainer(ctx, q.removeCtr) },
-			func() error { return rt.StopPodSandbox(ctx, q.stopPod) },
-			func() error { return rt.RemovePodSandbox(ctx, q.removePod) },
-		}
-		for _, s := range steps {
-			if err := s(); err != nil {
-				return err
-			}
-		}
-		return nil
+		_, err := runLifecycle(ctx, rt, q, func() error { return create(ctx, rt, q, check) })
+		return err
 	}
+}
+
+// runLifecycle sends the 13 events of a pod and its container, the
+// creation through create (nil: a plain CreateContainer, whose response
+// is returned).
+func runLifecycle(ctx context.Context, rt runtimeAPI, q *requests, create func() error) (*api.CreateContainerResponse, error) {
+	var created *api.CreateContainerResponse
+	if create == nil {
+		create = func() (err error) {
+			created, err = rt.CreateContainer(ctx, q.create)
+			return err
+		}
+	}
+	steps := []func() error{
+		func() error { return rt.RunPodSandbox(ctx, q.runPod) },
+		create,
+		func() error { return rt.PostCreateContainer(ctx, q.postCreate) },
+		func() error { return rt.StartContainer(ctx, q.start) },
+		func() error { return rt.PostStartContainer(ctx, q.postStart) },
+		func() error { _, err := rt.UpdatePodSandbox(ctx, q.updatePod); return err },
+		func() error { return rt.PostUpdatePodSandbox(ctx, q.postUpdPod) },
+		func() error { _, err := rt.UpdateContainer(ctx, q.update); return err },
+		func() error { return rt.PostUpdateContainer(ctx, q.postUpdate) },
+		func() error { _, err := rt.StopContainer(ctx, q.stop); return err },
+		func() error { return rt.RemoveContainer(ctx, q.removeCtr) },
+		func() error { return rt.StopPodSandbox(ctx, q.stopPod) },
+		func() error { return rt.RemovePodSandbox(ctx, q.removePod) },
+	}
+	for _, s := range steps {
+		if err := s(); err != nil {
+			return nil, err
+		}
+	}
+	return created, nil
 }
 
 var errNotAllPlugins = fmt.Errorf("not every plugin has joined yet")

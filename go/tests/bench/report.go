@@ -246,6 +246,11 @@ func markdown(r *results, resultsName, pngRel string) string {
 				fmtKiB(cf.RSSGrowthKiB), dist)
 		}
 	}
+	for _, c := range r.Cases {
+		if c.Note != "" {
+			w("\n`%s`: %s.\n", c.Name, c.Note)
+		}
+	}
 	w("\n1-minute load average while each case ran (start → end), as other work on the machine shows in the figures: ")
 	var loads []string
 	for _, c := range r.Cases {
@@ -315,7 +320,9 @@ func markdown(r *results, resultsName, pngRel string) string {
 		w("through 4 typical plugins with the core's plugin I/O on each tokio layout; the caller blocks on a plain thread, ")
 		w("as a cgo or C caller does. `dedicated` is what nri-rs ships: a current-thread runtime on a thread of its own. ")
 		w("`caller` drives a current-thread runtime from the calling thread itself (no hop, but nothing serves plugins ")
-		w("between events, so a lower bound rather than an option). `multi1`/`multi2`: tokio's multi-thread runtime with 1 or 2 workers.\n\n")
+		w("between events, so a lower bound rather than an option). `multi1`/`multi2`: tokio's multi-thread runtime with 1 or 2 workers. ")
+		w("`wire` is `dedicated` with each request given encoded, decoded and answered on the core's thread, as the C ABI relays it ")
+		w("(the others are given the request decoded: the difference is the decoding).\n\n")
 		w("| layout | plugins on | p50 | p99 | CPU/op (whole process) | p50 vs dedicated |\n|---|---|---|---|---|---|\n")
 		for _, l := range r.Layouts {
 			var ded float64
