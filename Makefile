@@ -28,7 +28,7 @@ export CGO_LDFLAGS := -L$(NRI_LIB_DIR) $(CGO_LDFLAGS)
 NRI_VERSION := $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
 
 LINT_PHONY := lint lint-rust lint-go lint-sh lint-docs lint-deny
-.PHONY: $(LINT_PHONY) fuzz fuzz-corpus provenance pkgconfig install test-install all build demo demo-go example test test-rust test-go test-c conformance upstream-check e2e e2e-containerd e2e-crio bench bench-run header check-header fmt clean
+.PHONY: $(LINT_PHONY) fuzz fuzz-corpus provenance pkgconfig install test-install all build demo demo-go example test test-rust test-go test-c conformance upstream-check e2e e2e-containerd e2e-crio bench bench-run soak soak-run header check-header fmt clean
 
 all: build
 
@@ -244,6 +244,26 @@ bench-run:
 	cd go/tests && $(GO) build -o $(BENCH_DIR)/nri-bench ./bench
 	$(BENCH_DIR)/nri-bench -bin $(TARGET_DIR)/release -goplugin $(BENCH_DIR)/goplugin \
 	  -out docs/performance.json -doc docs/PERFORMANCE.md -png docs/performance.png $(BENCH_FLAGS)
+
+## soak: 100,000 pod and container lifecycles with churn (plugin restarts,
+## a plugin joining and leaving, adaptation restarts, unsolicited updates)
+## through nri-rs and then upstream's adaptation, in the bench program:
+## writes docs/soak.json, docs/soak.png and the soak section of
+## docs/RELIABILITY.md, and fails if nri-rs's run does. Takes about half an
+## hour; SOAK_FLAGS adds flags (e.g. SOAK_FLAGS="-soak-lifecycles 20000").
+## `make test` runs a short version (go/tests/bench/soak_test.go).
+SOAK_FLAGS ?= -v
+soak:
+	$(CARGO) build --release -p nri-capi
+	$(CARGO) build --release -p nri-test-tools --bin nri-bench-plugin
+	$(MAKE) --no-print-directory pkgconfig soak-run NRI_LIB_DIR=$(TARGET_DIR)/release
+
+soak-run:
+	cd go/tests && CGO_ENABLED=0 $(GO) build -o $(BENCH_DIR)/goplugin ./bench/goplugin
+	rm -f $(BENCH_DIR)/nri-bench
+	cd go/tests && $(GO) build -o $(BENCH_DIR)/nri-bench ./bench
+	$(BENCH_DIR)/nri-bench -soak full -bin $(TARGET_DIR)/release -goplugin $(BENCH_DIR)/goplugin \
+	  -soak-out docs/soak.json -soak-doc docs/RELIABILITY.md -soak-png docs/soak.png $(SOAK_FLAGS)
 
 ## header: regenerate crates/nri-capi/include/nri.h with the pinned cbindgen
 CAPI_DIR := $(CURDIR)/crates/nri-capi

@@ -86,8 +86,8 @@ func writeChart(r *results, path string) error {
 	for _, g := range groups {
 		height += len(g.bars)*barH + groupGap
 	}
-	img := image.NewRGBA(image.Rect(0, 0, width, height))
-	draw.Draw(img, img.Bounds(), &image.Uniform{color.White}, image.Point{}, draw.Src)
+	cv := newCanvas(width, height)
+	text, textWidth, fill := cv.text, cv.textWidth, cv.fill
 
 	// Log scale from 1 µs to the decade above the slowest p99.
 	maxV := 10.0
@@ -103,15 +103,6 @@ func writeChart(r *results, path string) error {
 		}
 		return left + int(float64(width-left-right)*(math.Log10(us)-lo)/(hi-lo))
 	}
-	text := func(px, py int, s string, c color.Color) {
-		d := &font.Drawer{Dst: img, Src: image.NewUniform(c), Face: basicfont.Face7x13, Dot: fixed.P(px, py)}
-		d.DrawString(ascii(s))
-	}
-	textWidth := func(s string) int { return font.MeasureString(basicfont.Face7x13, ascii(s)).Round() }
-	fill := func(x0, y0, x1, y1 int, c color.Color) {
-		draw.Draw(img, image.Rect(x0, y0, x1, y1), &image.Uniform{c}, image.Point{}, draw.Src)
-	}
-
 	text(10, 20, "nri-rs vs upstream NRI v0.12.5: p50 latency per case (log scale; tick = p99)", color.Black)
 	sub := fmt.Sprintf("%d x %s, load %s", r.Machine.CPUs, r.Machine.Model, loadStr(r.Machine.Load))
 	if r.Settings.Smoke {
@@ -159,12 +150,53 @@ func writeChart(r *results, path string) error {
 	}
 	fill(left, top, left+1, gridBottom, color.Black)
 	text(left, gridBottom+32, "latency per operation", color.Black)
+	return cv.save(path)
+}
 
+// canvas is a white image to draw bars, lines and the bitmap font's text on.
+type canvas struct{ img *image.RGBA }
+
+func newCanvas(width, height int) *canvas {
+	img := image.NewRGBA(image.Rect(0, 0, width, height))
+	draw.Draw(img, img.Bounds(), &image.Uniform{color.White}, image.Point{}, draw.Src)
+	return &canvas{img}
+}
+
+func (cv *canvas) text(px, py int, s string, c color.Color) {
+	d := &font.Drawer{Dst: cv.img, Src: image.NewUniform(c), Face: basicfont.Face7x13, Dot: fixed.P(px, py)}
+	d.DrawString(ascii(s))
+}
+
+func (cv *canvas) textWidth(s string) int {
+	return font.MeasureString(basicfont.Face7x13, ascii(s)).Round()
+}
+
+func (cv *canvas) fill(x0, y0, x1, y1 int, c color.Color) {
+	draw.Draw(cv.img, image.Rect(x0, y0, x1, y1), &image.Uniform{c}, image.Point{}, draw.Src)
+}
+
+// line draws a 2-pixel line from (x0, y0) to (x1, y1).
+func (cv *canvas) line(x0, y0, x1, y1 int, c color.Color) {
+	steps := max(abs(x1-x0), abs(y1-y0), 1)
+	for i := 0; i <= steps; i++ {
+		px, py := x0+(x1-x0)*i/steps, y0+(y1-y0)*i/steps
+		cv.fill(px, py, px+2, py+2, c)
+	}
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+func (cv *canvas) save(path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := png.Encode(f, img); err != nil {
+	if err := png.Encode(f, cv.img); err != nil {
 		f.Close()
 		return err
 	}

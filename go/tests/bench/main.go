@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -73,8 +74,51 @@ func main() {
 		layoutPlug = flag.Int("layout-plugins", 4, "plugins in the runtime-layout experiment (1 profiles a single hop)")
 		configs    = flag.String("configs", "", "only configurations (impl/stub, e.g. nri-rs/rust) matching this regexp")
 		verbose    = flag.Bool("v", false, "progress on stderr")
+		soakMode   = flag.String("soak", "", "run the soak instead (full or short; see soak.go)")
+		soakImpls  = flag.String("soak-impls", implNriRs+","+implUpstream, "implementations the soak runs, in order")
+		soakLC     = flag.Int("soak-lifecycles", 0, "lifecycles per implementation (0: the mode's)")
+		soakOut    = flag.String("soak-out", "soak.json", "the soak's results file")
+		soakDoc    = flag.String("soak-doc", "", "regenerate the soak section of this Markdown file")
+		soakPNG    = flag.String("soak-png", "", "write the soak's plot here (PNG)")
 	)
 	flag.Parse()
+
+	if *soakMode != "" {
+		s := fullSoak()
+		if *soakMode == "short" {
+			s = shortSoak()
+		} else if *soakMode != "full" {
+			fatal(fmt.Errorf("-soak: want full or short, not %q", *soakMode))
+		}
+		if *soakLC > 0 {
+			s.Lifecycles = *soakLC
+		}
+		logrus.SetLevel(logrus.WarnLevel)
+		tmp, err := os.MkdirTemp("", "nri-soak-")
+		if err != nil {
+			fatal(err)
+		}
+		defer os.RemoveAll(tmp)
+		req := newRequests()
+		h := &harness{bins: binaries{goPlugin: *goPlugin, rustPlugin: *bin + "/nri-bench-plugin", core: *bin + "/nri-bench-core"},
+			req: req, tmp: tmp, verbose: *verbose}
+		r := runSoak(h, s, strings.Split(*soakImpls, ","))
+		if err := writeSoak(r, *soakOut, *soakDoc, *soakPNG); err != nil {
+			fatal(err)
+		}
+		failed := false
+		for _, v := range r.Verdicts {
+			for _, p := range v.Problems {
+				fmt.Fprintf(os.Stderr, "soak %s: %s\n", v.Impl, p)
+			}
+			failed = failed || (v.Impl == implNriRs && len(v.Problems) > 0)
+		}
+		if failed {
+			os.RemoveAll(tmp)
+			os.Exit(1)
+		}
+		return
+	}
 
 	if *reportOnly {
 		if err := regenerate(*out, *doc, *png); err != nil {

@@ -78,6 +78,12 @@ func benchValidator() *validator.DefaultValidatorConfig {
 }
 
 func newInstance(impl, dir string, withValidator bool) (*instance, error) {
+	return newInstanceWith(impl, dir, withValidator, nil)
+}
+
+// newInstanceWith is newInstance whose update callback calls onUpdate
+// (if not nil) for every unsolicited update request.
+func newInstanceWith(impl, dir string, withValidator bool, onUpdate func()) (*instance, error) {
 	in := &instance{impl: impl, dir: dir, socket: filepath.Join(dir, "nri.sock"), syncCh: make(chan struct{}, 64)}
 	for _, sub := range []string{"plugins", "conf.d"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
@@ -106,7 +112,12 @@ func newInstance(impl, dir string, withValidator bool) (*instance, error) {
 		in.syncCh <- struct{}{}
 		return err
 	}
-	updateFn := func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return nil, nil }
+	updateFn := func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) {
+		if onUpdate != nil {
+			onUpdate()
+		}
+		return nil, nil
+	}
 	var err error
 	switch impl {
 	case implUpstream:
@@ -147,6 +158,13 @@ func newInstance(impl, dir string, withValidator bool) (*instance, error) {
 	return in, nil
 }
 
+// syncedCount is how many plugins have synchronized so far.
+func (in *instance) syncedCount() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.synced
+}
+
 // waitSynced waits until n plugins in all have synchronized, failing early
 // if one of the given plugins exits.
 func (in *instance) waitSynced(n int, timeout time.Duration, plugins ...*plugin) error {
@@ -185,6 +203,8 @@ type plugin struct {
 	lines  chan string // its stdout, line by line
 	stderr *strings.Builder
 	done   chan struct{} // closed when it has exited
+	// Unsolicited updates it reported at exit (-unsolicited).
+	updates int
 }
 
 type binaries struct {
@@ -202,11 +222,17 @@ func (b binaries) plugin(stub string) string {
 
 // startPlugin starts plugin number slot (index 10+slot) against socket.
 func startPlugin(bins binaries, stub, socket, mode string, slot int, waitStdin bool) (*plugin, error) {
+	return startPluginArgs(bins, stub, socket, mode, slot, waitStdin)
+}
+
+// startPluginArgs is startPlugin with more flags for the plugin.
+func startPluginArgs(bins binaries, stub, socket, mode string, slot int, waitStdin bool, extra ...string) (*plugin, error) {
 	args := []string{"-socket", socket, "-name", fmt.Sprintf("bench%d", slot), "-idx", fmt.Sprintf("%02d", 10+slot),
 		"-mode", mode, "-slot", strconv.Itoa(slot)}
 	if waitStdin {
 		args = append(args, "-wait-stdin")
 	}
+	args = append(args, extra...)
 	cmd := exec.Command(bins.plugin(stub), args...)
 	p := &plugin{stub: stub, cmd: cmd, stderr: &strings.Builder{}, done: make(chan struct{}), lines: make(chan string, 16)}
 	cmd.Stderr = &lockedWriter{w: p.stderr}
@@ -276,6 +302,9 @@ func (p *plugin) finish(timeout time.Duration) (int, error) {
 		case l, ok := <-p.lines:
 			if !ok {
 				return 0, fmt.Errorf("%s plugin reported no event count: %s", p.stub, p.stderr)
+			}
+			if v, ok := strings.CutPrefix(l, "updates="); ok {
+				p.updates, _ = strconv.Atoi(v)
 			}
 			if v, ok := strings.CutPrefix(l, "events="); ok {
 				n, err := strconv.Atoi(v)

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
@@ -26,6 +27,12 @@ type plugin struct {
 	large   bool
 	slot    int
 	events  atomic.Uint64
+	// Every unsolicited-th CreateContainer is followed by an unsolicited
+	// update of that container (0: never); updates counts those the
+	// runtime took.
+	unsolicited int
+	updates     atomic.Uint64
+	stub        atomic.Pointer[stub.Stub]
 }
 
 // The large mode's extra adjustment, a reply of about 3.3 MB (ttrpc's limit
@@ -105,8 +112,27 @@ func (p *plugin) PostUpdatePodSandbox(context.Context, *api.PodSandbox) error { 
 func (p *plugin) StopPodSandbox(context.Context, *api.PodSandbox) error       { p.count(); return nil }
 func (p *plugin) RemovePodSandbox(context.Context, *api.PodSandbox) error     { p.count(); return nil }
 
-func (p *plugin) CreateContainer(_ context.Context, _ *api.PodSandbox, _ *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
-	p.count()
+// updateLater sends an unsolicited update of ctr, after the reply.
+func (p *plugin) updateLater(ctr *api.Container) {
+	s := p.stub.Load()
+	if s == nil {
+		return
+	}
+	u := &api.ContainerUpdate{}
+	u.SetContainerId(ctr.Id)
+	setSlotResources(u, p.slot)
+	go func() {
+		if _, err := (*s).UpdateContainers([]*api.ContainerUpdate{u}); err == nil {
+			p.updates.Add(1)
+		}
+	}()
+}
+
+func (p *plugin) CreateContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	n := p.events.Add(1)
+	if p.unsolicited > 0 && n%uint64(p.unsolicited) == 0 {
+		p.updateLater(ctr)
+	}
 	adjust := &api.ContainerAdjustment{}
 	if p.typical {
 		k := p.slot
@@ -175,6 +201,8 @@ func main() {
 	mode := flag.String("mode", "typical", "typical, noop or large")
 	slot := flag.Int("slot", 0, "which fields and keys to adjust (0-7)")
 	waitStdin := flag.Bool("wait-stdin", false, "read a line from stdin before connecting")
+	reconnect := flag.Bool("reconnect", false, "connect again when the runtime goes away (exit only when stdin closes)")
+	unsolicited := flag.Int("unsolicited", 0, "after every N-th CreateContainer, an unsolicited update of it")
 	flag.Parse()
 	logrus.SetLevel(logrus.WarnLevel)
 
@@ -187,13 +215,14 @@ func main() {
 		fmt.Println("waiting")
 		_, _ = stdin.ReadString('\n')
 	}
-	p := &plugin{typical: *mode != "noop", large: *mode == "large", slot: *slot}
+	p := &plugin{typical: *mode != "noop", large: *mode == "large", slot: *slot, unsolicited: *unsolicited}
 	// Report once and exit: on stdin EOF (upstream's runtime leaves
 	// external plugins connected when it stops) or when the connection closes.
 	var report sync.Once
 	exit := func(code int, why string) {
 		report.Do(func() {
 			fmt.Fprintf(os.Stderr, "goplugin %s-bench%d: exiting: %s\n", *idx, *slot, why)
+			fmt.Printf("updates=%d\n", p.updates.Load())
 			fmt.Printf("events=%d\n", p.events.Load())
 		})
 		os.Exit(code)
@@ -203,12 +232,31 @@ func main() {
 		_, err := io.Copy(io.Discard, stdin)
 		exit(0, fmt.Sprintf("stdin closed (%v)", err))
 	}()
+	if *reconnect {
+		// Upstream's stub does not reconnect: a new stub for every
+		// connection, as a plugin that wants to must do.
+		for {
+			closed, once := make(chan struct{}), &sync.Once{}
+			s, err := stub.New(p, stub.WithSocketPath(*socket), stub.WithPluginName(*name),
+				stub.WithPluginIdx(*idx), stub.WithOnClose(func() { once.Do(func() { close(closed) }) }))
+			if err != nil {
+				exit(1, err.Error())
+			}
+			p.stub.Store(&s)
+			if err := s.Start(context.Background()); err == nil {
+				<-closed
+			}
+			p.stub.Store(nil)
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	s, err := stub.New(p, stub.WithSocketPath(*socket), stub.WithPluginName(*name),
 		stub.WithPluginIdx(*idx), stub.WithOnClose(done))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "goplugin: %v\n", err)
 		os.Exit(1)
 	}
+	p.stub.Store(&s)
 	if err := s.Run(context.Background()); err != nil {
 		fmt.Fprintf(os.Stderr, "goplugin: %v\n", err)
 		exit(1, err.Error())

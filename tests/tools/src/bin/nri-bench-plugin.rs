@@ -14,27 +14,36 @@
 //! * `large`: `typical`, and CreateContainer adds 6,000 annotations of 480
 //!   bytes and 2,000 environment variables of 100 bytes: a reply of about
 //!   3.3 MB, near ttrpc's 4 MiB limit;
+//! * `-reconnect`: connect again whenever the runtime goes away (the stub's
+//!   reconnect); exit only when stdin closes;
+//! * `-unsolicited N`: after every N-th CreateContainer, send an
+//!   unsolicited update of that container (the slot's resource fields);
 //! * `-wait-stdin`: print `waiting`, then read one line from stdin before
 //!   connecting, so the caller can time registration without process
 //!   start-up;
 //! * when the runtime closes the connection or stdin reaches EOF (upstream's
 //!   runtime leaves external plugins connected when it stops), prints
-//!   `events=N` (requests handled) to stdout and exits.
+//!   `updates=M` (unsolicited updates the runtime took) and `events=N`
+//!   (requests handled) to stdout and exits.
 
 use std::io::{BufRead, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Once};
+use std::sync::{Arc, Once, OnceLock};
+use std::time::Duration;
 
 use nri_stub::api::{
     Container, ContainerAdjustment, ContainerUpdate, LinuxResources, Mount, PodSandbox,
 };
-use nri_stub::{HandlerResult, Plugin, Stub};
+use nri_stub::{HandlerResult, Plugin, Stub, StubHandle};
 
 struct Bench {
     typical: bool,
     large: bool,
     slot: usize,
     events: Arc<AtomicU64>,
+    unsolicited: u64,
+    updates: Arc<AtomicU64>,
+    stub: Arc<OnceLock<StubHandle>>,
 }
 
 /// The fields every replies set: one CPU-ish and one memory-ish resource
@@ -84,6 +93,21 @@ impl Bench {
     fn count(&self) {
         self.events.fetch_add(1, Ordering::Relaxed);
     }
+
+    /// Sends an unsolicited update of `ctr`, after the reply.
+    fn update_later(&self, ctr: &Container) {
+        let Some(stub) = self.stub.get().cloned() else {
+            return;
+        };
+        let mut update = ContainerUpdate::for_container(ctr.id.clone());
+        set_slot_resources!(&mut update, self.slot);
+        let updates = Arc::clone(&self.updates);
+        tokio::spawn(async move {
+            if stub.update_containers(vec![update], Vec::new()).await.is_ok() {
+                updates.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+    }
 }
 
 #[nri_stub::plugin]
@@ -121,9 +145,12 @@ impl Plugin for Bench {
     async fn create_container(
         &self,
         _pod: &PodSandbox,
-        _ctr: &Container,
+        ctr: &Container,
     ) -> HandlerResult<(ContainerAdjustment, Vec<ContainerUpdate>)> {
-        self.count();
+        let n = self.events.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.unsolicited > 0 && n % self.unsolicited == 0 {
+            self.update_later(ctr);
+        }
         let mut adjust = ContainerAdjustment::new();
         if self.typical {
             let k = self.slot;
@@ -224,6 +251,8 @@ struct Args {
     large: bool,
     slot: usize,
     wait_stdin: bool,
+    reconnect: bool,
+    unsolicited: u64,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -235,12 +264,15 @@ fn parse_args() -> Result<Args, String> {
         large: false,
         slot: 0,
         wait_stdin: false,
+        reconnect: false,
+        unsolicited: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let flag = flag.trim_start_matches('-').to_string();
-        if flag == "wait-stdin" {
-            a.wait_stdin = true;
+        if flag == "wait-stdin" || flag == "reconnect" {
+            a.wait_stdin |= flag == "wait-stdin";
+            a.reconnect |= flag == "reconnect";
             continue;
         }
         let value = it.next().ok_or(format!("-{flag}: missing value"))?;
@@ -257,6 +289,9 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "slot" => a.slot = value.parse().map_err(|e| format!("-slot: {e}"))?,
+            "unsolicited" => {
+                a.unsolicited = value.parse().map_err(|e| format!("-unsolicited: {e}"))?
+            }
             f => return Err(format!("unknown flag -{f}")),
         }
     }
@@ -279,15 +314,17 @@ async fn main() {
         let _ = std::io::stdin().lock().read_line(&mut line);
     }
     let events = Arc::new(AtomicU64::new(0));
+    let updates = Arc::new(AtomicU64::new(0));
     // Report once and exit: on stdin EOF or when the connection closes.
     static REPORT: Once = Once::new();
     let report = {
-        let events = Arc::clone(&events);
+        let (events, updates) = (Arc::clone(&events), Arc::clone(&updates));
         let who = format!("{}-{}", args.idx, args.name);
         move |code: i32, why: &str| {
             REPORT.call_once(|| {
                 eprintln!("nri-bench-plugin {who}: exiting: {why}");
                 let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "updates={}", updates.load(Ordering::Relaxed));
                 let _ = writeln!(out, "events={}", events.load(Ordering::Relaxed));
                 let _ = out.flush();
             });
@@ -302,21 +339,28 @@ async fn main() {
             report(0, "stdin closed");
         });
     }
+    let handle = Arc::new(OnceLock::new());
     let plugin = Bench {
         typical: args.typical,
         large: args.large,
         slot: args.slot,
         events: Arc::clone(&events),
+        unsolicited: args.unsolicited,
+        updates,
+        stub: Arc::clone(&handle),
     };
-    let stub = Stub::builder()
+    let mut builder = Stub::builder()
         .name(args.name)
         .idx(args.idx)
-        .socket_path(&args.socket)
-        .build(plugin)
-        .unwrap_or_else(|e| {
-            eprintln!("nri-bench-plugin: {e}");
-            std::process::exit(1);
-        });
+        .socket_path(&args.socket);
+    if args.reconnect {
+        builder = builder.reconnect(Duration::from_millis(50));
+    }
+    let stub = builder.build(plugin).unwrap_or_else(|e| {
+        eprintln!("nri-bench-plugin: {e}");
+        std::process::exit(1);
+    });
+    let _ = handle.set(stub.handle());
     if let Err(e) = stub.run().await {
         report(1, &e.to_string());
     }
