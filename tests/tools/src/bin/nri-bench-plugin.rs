@@ -103,7 +103,11 @@ impl Bench {
         set_slot_resources!(&mut update, self.slot);
         let updates = Arc::clone(&self.updates);
         tokio::spawn(async move {
-            if stub.update_containers(vec![update], Vec::new()).await.is_ok() {
+            if stub
+                .update_containers(vec![update], Vec::new())
+                .await
+                .is_ok()
+            {
                 updates.fetch_add(1, Ordering::Relaxed);
             }
         });
