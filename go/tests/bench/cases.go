@@ -63,7 +63,10 @@ type caseResult struct {
 	Containers int    `json:"containers,omitempty"` // sync cases
 	Mode       string `json:"mode,omitempty"`       // typical, noop, large
 	// The default validator runs as a builtin plugin (benchValidator).
-	Validator   bool `json:"default_validator,omitempty"`
+	Validator bool `json:"default_validator,omitempty"`
+	// The runtime launches the plugins from its plugin directory (they
+	// are pre-installed) instead of their connecting to its socket.
+	Launched    bool `json:"launched,omitempty"`
 	EventsPerOp int  `json:"events_per_op"`
 	// RoundTrips per op: plugins x events, for the distance from the floor.
 	RoundTrips   int  `json:"round_trips_per_op"`
@@ -106,13 +109,41 @@ func (h *harness) newDir() (string, error) {
 	return d, os.MkdirAll(d, 0o755)
 }
 
-// freshInstance starts an adaptation of impl in a directory of its own.
-func (h *harness) freshInstance(impl string, c *caseDef) (*instance, error) {
+// freshInstance starts an adaptation of impl in a directory of its own,
+// with c's plugins of stub pre-installed if c launches them.
+func (h *harness) freshInstance(impl, stub string, c *caseDef) (*instance, error) {
 	dir, err := h.newDir()
 	if err != nil {
 		return nil, err
 	}
+	if c.Launched {
+		if err := h.preinstall(dir, stub, c); err != nil {
+			return nil, err
+		}
+	}
 	return newInstance(impl, dir, c.Validator)
+}
+
+// preinstall puts c's plugins into dir's plugin directory as the runtime
+// launches them: an executable NN-name each, here a script that runs the
+// bench plugin of stub (the runtime gives it only NRI_PLUGIN_* in its
+// environment, so the path is absolute).
+func (h *harness) preinstall(dir, stub string, c *caseDef) error {
+	bin, err := filepath.Abs(h.bins.plugin(stub))
+	if err != nil {
+		return err
+	}
+	for k := 0; k < c.Plugins; k++ {
+		script := fmt.Sprintf("#!/bin/sh\nexec %s -mode %s -slot %d\n", bin, c.Mode, k)
+		path := filepath.Join(dir, "plugins", fmt.Sprintf("%02d-bench%d", 10+k, k))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -209,7 +240,7 @@ var errNotAllPlugins = fmt.Errorf("not every plugin has joined yet")
 func runEvents(mk func(*caseDef) op) func(h *harness, c *caseDef, impl, stub string, round int) (roundResult, error) {
 	return func(h *harness, c *caseDef, impl, stub string, round int) (res roundResult, err error) {
 		res.Round = round
-		in, err := h.freshInstance(impl, c)
+		in, err := h.freshInstance(impl, stub, c)
 		if err != nil {
 			return res, err
 		}
@@ -228,14 +259,17 @@ func runEvents(mk func(*caseDef) op) func(h *harness, c *caseDef, impl, stub str
 				p.kill()
 			}
 		}()
-		for k := 0; k < c.Plugins; k++ {
+		// Launched plugins were started and synchronized by Start; they
+		// are the runtime's children, so they have no footprint here and
+		// their events are checked by the replies alone (typical mode).
+		for k := 0; k < c.Plugins && !c.Launched; k++ {
 			p, err := startPlugin(h.bins, stub, in.socket, c.Mode, k, false)
 			if err != nil {
 				return res, err
 			}
 			plugins = append(plugins, p)
 		}
-		if err := in.waitSynced(c.Plugins, 30*time.Second, plugins...); err != nil {
+		if err := in.waitSynced(len(plugins), 30*time.Second, plugins...); err != nil {
 			return res, err
 		}
 		// Upstream adds a plugin to its list right after its sync returns.
@@ -303,7 +337,8 @@ func runEvents(mk func(*caseDef) op) func(h *harness, c *caseDef, impl, stub str
 			s0 := takeSample()
 			for _, q := range qs {
 				t0 := time.Now()
-				if err := do(ctx, in.rt, q, false); err != nil {
+				// Launched plugins report no event count: check every reply.
+				if err := do(ctx, in.rt, q, c.Launched); err != nil {
 					return res, fmt.Errorf("op %d: %w", len(lat), err)
 				}
 				lat = append(lat, float64(time.Since(t0).Nanoseconds())/1e3)
@@ -348,7 +383,7 @@ func runEvents(mk func(*caseDef) op) func(h *harness, c *caseDef, impl, stub str
 // adaptation per round, a fresh plugin per op.
 func runSync(h *harness, c *caseDef, impl, stub string, round int) (res roundResult, err error) {
 	res.Round = round
-	in, err := h.freshInstance(impl, c)
+	in, err := h.freshInstance(impl, stub, c)
 	if err != nil {
 		return res, err
 	}

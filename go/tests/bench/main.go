@@ -198,6 +198,10 @@ func caseList(s settings, req *requests) []*caseDef {
 	event("create-typical-1-validator", "CreateContainer, 1 typical plugin and the default validator",
 		"create", "typical", 1, 1, s.Ops, createOp)
 	out[len(out)-1].Validator = true
+	// A pre-installed plugin, launched by the runtime over a socket pair.
+	event("create-typical-1-launched", "CreateContainer, 1 typical plugin launched by the runtime",
+		"create", "typical", 1, 1, s.Ops, createOp)
+	out[len(out)-1].Launched = true
 	// The largest reply a plugin may send (about 3.3 MB): the merge's cost.
 	event("create-large-1", "CreateContainer, 1 plugin with a 3.3 MB reply", "create", "large", 1, 1,
 		max(s.Ops/100, 5), createOp)

@@ -228,17 +228,25 @@ func main() {
 		os.Exit(code)
 	}
 	done := func() { exit(0, "connection closed") }
-	go func() {
-		_, err := io.Copy(io.Discard, stdin)
-		exit(0, fmt.Sprintf("stdin closed (%v)", err))
-	}()
+	// Launched by the runtime, the plugin has its name, index and socket
+	// from the environment, no stdin to watch, and ends with its connection.
+	launched := os.Getenv(api.PluginNameEnvVar) != ""
+	if !launched {
+		go func() {
+			_, err := io.Copy(io.Discard, stdin)
+			exit(0, fmt.Sprintf("stdin closed (%v)", err))
+		}()
+	}
+	opts := []stub.Option{stub.WithSocketPath(*socket)}
+	if !launched {
+		opts = append(opts, stub.WithPluginName(*name), stub.WithPluginIdx(*idx))
+	}
 	if *reconnect {
 		// Upstream's stub does not reconnect: a new stub for every
 		// connection, as a plugin that wants to must do.
 		for {
 			closed, once := make(chan struct{}), &sync.Once{}
-			s, err := stub.New(p, stub.WithSocketPath(*socket), stub.WithPluginName(*name),
-				stub.WithPluginIdx(*idx), stub.WithOnClose(func() { once.Do(func() { close(closed) }) }))
+			s, err := stub.New(p, append(opts, stub.WithOnClose(func() { once.Do(func() { close(closed) }) }))...)
 			if err != nil {
 				exit(1, err.Error())
 			}
@@ -250,8 +258,7 @@ func main() {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	s, err := stub.New(p, stub.WithSocketPath(*socket), stub.WithPluginName(*name),
-		stub.WithPluginIdx(*idx), stub.WithOnClose(done))
+	s, err := stub.New(p, append(opts, stub.WithOnClose(done))...)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "goplugin: %v\n", err)
 		os.Exit(1)

@@ -335,7 +335,10 @@ async fn main() {
             std::process::exit(code);
         }
     };
-    {
+    // Launched by the runtime, the plugin has its name, index and socket
+    // from the environment, no stdin to watch, and ends with its connection.
+    let launched = std::env::var_os(nri_stub::api::PLUGIN_NAME_ENV).is_some();
+    if !launched {
         let report = report.clone();
         std::thread::spawn(move || {
             let mut sink = Vec::new();
@@ -353,10 +356,10 @@ async fn main() {
         updates,
         stub: Arc::clone(&handle),
     };
-    let mut builder = Stub::builder()
-        .name(args.name)
-        .idx(args.idx)
-        .socket_path(&args.socket);
+    let mut builder = Stub::builder().socket_path(&args.socket);
+    if !launched {
+        builder = builder.name(args.name).idx(args.idx);
+    }
     if args.reconnect {
         builder = builder.reconnect(Duration::from_millis(50));
     }
