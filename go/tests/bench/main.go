@@ -76,7 +76,7 @@ func main() {
 		verbose    = flag.Bool("v", false, "progress on stderr")
 		soakMode   = flag.String("soak", "", "run the soak instead (full or short; see soak.go)")
 		soakImpls  = flag.String("soak-impls", implNriRs+","+implUpstream, "implementations the soak runs, in order")
-		soakLC     = flag.Int("soak-lifecycles", 0, "lifecycles per implementation (0: the mode's)")
+		soakLC     = flag.Int("soak-lifecycles", 0, "lifecycles per implementation of the full soak (0: 100,000)")
 		soakOut    = flag.String("soak-out", "soak.json", "the soak's results file")
 		soakDoc    = flag.String("soak-doc", "", "regenerate the soak section of this Markdown file")
 		soakPNG    = flag.String("soak-png", "", "write the soak's plot here (PNG)")
@@ -84,14 +84,17 @@ func main() {
 	flag.Parse()
 
 	if *soakMode != "" {
-		s := fullSoak()
-		if *soakMode == "short" {
+		var s soakSettings
+		switch *soakMode {
+		case "full":
+			s = fullSoak(100000)
+			if *soakLC > 0 {
+				s = fullSoak(*soakLC)
+			}
+		case "short":
 			s = shortSoak()
-		} else if *soakMode != "full" {
+		default:
 			fatal(fmt.Errorf("-soak: want full or short, not %q", *soakMode))
-		}
-		if *soakLC > 0 {
-			s.Lifecycles = *soakLC
 		}
 		logrus.SetLevel(logrus.WarnLevel)
 		tmp, err := os.MkdirTemp("", "nri-soak-")

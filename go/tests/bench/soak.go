@@ -49,9 +49,12 @@ func (s soakSettings) warmIndex(samples int) int {
 	return min(int(math.Ceil(float64(samples)*s.WarmUp)), max(samples-1, 0))
 }
 
-func fullSoak() soakSettings {
-	return soakSettings{Lifecycles: 100000, SampleEvery: 1000, PluginRestartEvery: 40, JoinLeaveEvery: 250,
-		RuntimeRestartEvery: 10000, UnsolicitedEvery: 50, WarmUp: 0.2}
+// fullSoak is make soak's run of n lifecycles (100,000 by default): about
+// a hundred samples, ten adaptation restarts (the first within warm-up).
+func fullSoak(n int) soakSettings {
+	const joinLeave = 50
+	return soakSettings{Lifecycles: n, SampleEvery: max(n/100/(2*joinLeave), 1) * 2 * joinLeave, PluginRestartEvery: 40,
+		JoinLeaveEvery: joinLeave, RuntimeRestartEvery: max(n/10, 1), UnsolicitedEvery: 50, WarmUp: 0.2}
 }
 
 // shortSoak is make test's version: enough of every kind of churn for a
