@@ -207,6 +207,7 @@ func (r *soakRun) run() error {
 	if err := r.startRuntime(); err != nil {
 		return err
 	}
+	t0 := time.Now()
 	defer func() {
 		for slot := range r.plugins {
 			if r.plugins[slot] != nil {
@@ -214,6 +215,8 @@ func (r *soakRun) run() error {
 			}
 		}
 		r.in.rt.Stop()
+		r.res.Seconds = time.Since(t0).Seconds()
+		r.res.UpdatesReceived = r.updates.Load()
 	}()
 	for slot := 0; slot < 4; slot++ {
 		if err := r.startPlugin(slot); err != nil {
@@ -224,7 +227,6 @@ func (r *soakRun) run() error {
 	time.Sleep(20 * time.Millisecond)
 
 	ctx := context.Background()
-	t0 := time.Now()
 	var lat []float64
 	sample := func(i int) {
 		sort.Float64s(lat)
@@ -305,25 +307,36 @@ func (r *soakRun) run() error {
 			sample(i)
 		}
 	}
-	r.res.Seconds = time.Since(t0).Seconds()
-	// Unsolicited updates still on their way are in by now.
+	// Unsolicited updates still on their way are in by now; the plugins
+	// are told to exit by the deferred clean-up.
 	time.Sleep(200 * time.Millisecond)
-	for slot := range r.plugins {
-		if r.plugins[slot] != nil {
-			r.stopPlugin(slot)
-		}
-	}
-	r.res.UpdatesReceived = r.updates.Load()
 	return nil
 }
 
 // restartRuntime stops the adaptation and starts a new one on the same
-// socket; the plugins reconnect by themselves.
+// socket; the plugins reconnect by themselves. Upstream's Stop leaves
+// external plugins connected (the connections only end when the runtime's
+// process does), so with upstream the plugins are restarted as well, as
+// they would be with the runtime's process gone.
 func (r *soakRun) restartRuntime() error {
+	var restart []int
+	if r.impl == implUpstream {
+		for slot, p := range r.plugins {
+			if p != nil {
+				r.stopPlugin(slot)
+				restart = append(restart, slot)
+			}
+		}
+	}
 	r.in.rt.Stop()
 	started := time.Now()
 	if err := r.startRuntime(); err != nil {
 		return err
+	}
+	for _, slot := range restart {
+		if err := r.startPlugin(slot); err != nil {
+			return err
+		}
 	}
 	var up []*plugin
 	for _, p := range r.plugins {

@@ -84,7 +84,8 @@ func soakMarkdown(r *soakResults, jsonName, pngRel string) string {
 	w("%d pod and container lifecycles (13 events each) per implementation, through one adaptation with four typical "+
 		"plugins (two on each stub; each also sends an unsolicited update after every %d of its creations); one of the "+
 		"four restarted every %d lifecycles, a fifth (no-op) plugin joining or leaving every %d, and the adaptation "+
-		"stopped and started again every %d, its plugins reconnecting by themselves. Sampled every %d lifecycles.\n\n",
+		"stopped and started again every %d, its plugins reconnecting by themselves (with upstream, whose Stop leaves "+
+		"external plugins connected, restarted with it). Sampled every %d lifecycles.\n\n",
 		s.Lifecycles, s.UnsolicitedEvery, s.PluginRestartEvery, s.JoinLeaveEvery, s.RuntimeRestartEvery, s.SampleEvery)
 	if pngRel != "" {
 		w("![the soak's series over the run](%s)\n\n", pngRel)
@@ -143,8 +144,8 @@ func soakMarkdown(r *soakResults, jsonName, pngRel string) string {
 	})
 	w("\n**Flatness after warm-up** (the first %.0f %% of samples): the growth a least-squares line through a series "+
 		"predicts over the rest of the run must be at most 3 standard deviations of the samples around that line, "+
-		"plus an allowance: none for fds, threads and goroutines, 1 MiB for RSS (allocator and GC steps), 10 %% of "+
-		"the median for p99.\n\n", s.WarmUp*100)
+		"plus an allowance: none for fds; two for threads and goroutines (their count at a sample depends on the "+
+		"callbacks of the last seconds); 1 MiB for RSS (allocator and GC steps); 10 %% of the median for p99.\n\n", s.WarmUp*100)
 	w("| series | %s |\n|---%s|\n", strings.Join(soakImpls(r), " | "), strings.Repeat("|---", len(r.Runs)))
 	if len(r.Verdicts) > 0 {
 		for i, f := range r.Verdicts[0].Flatness {
