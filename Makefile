@@ -249,8 +249,8 @@ bench-run:
 ## a plugin joining and leaving, adaptation restarts, unsolicited updates)
 ## through nri-rs and then upstream's adaptation, in the bench program:
 ## writes docs/soak.json, docs/soak.png and the soak section of
-## docs/RELIABILITY.md, and fails if nri-rs's run does. Takes about half an
-## hour; SOAK_FLAGS adds flags (e.g. SOAK_FLAGS="-soak-lifecycles 20000").
+## docs/RELIABILITY.md, and fails if nri-rs's run does. Takes about an hour
+## and a half; SOAK_FLAGS adds flags (e.g. SOAK_FLAGS="-soak-lifecycles 20000").
 ## `make test` runs a short version (go/tests/bench/soak_test.go).
 SOAK_FLAGS ?= -v
 soak:
