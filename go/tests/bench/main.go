@@ -80,8 +80,20 @@ func main() {
 		soakOut    = flag.String("soak-out", "soak.json", "the soak's results file")
 		soakDoc    = flag.String("soak-doc", "", "regenerate the soak section of this Markdown file")
 		soakPNG    = flag.String("soak-png", "", "write the soak's plot here (PNG)")
+		soakMerge  = flag.String("soak-merge", "", "instead of soaking, combine these results files (comma-separated, written at the same time) into -soak-out")
 	)
 	flag.Parse()
+
+	if *soakMerge != "" {
+		r, err := mergeSoaks(strings.Split(*soakMerge, ","))
+		if err == nil {
+			err = writeSoak(r, *soakOut, *soakDoc, *soakPNG)
+		}
+		if err != nil {
+			fatal(err)
+		}
+		return
+	}
 
 	if *soakMode != "" {
 		var s soakSettings

@@ -18,6 +18,43 @@ type soakResults struct {
 	Settings soakSettings  `json:"settings"`
 	Runs     []*soakResult `json:"runs"`
 	Verdicts []soakJudged  `json:"verdicts"`
+	// Concurrent: the runs were made at the same time, one process per
+	// implementation (make soak), rather than one after the other.
+	Concurrent bool `json:"concurrent,omitempty"`
+}
+
+// mergeSoaks combines results files written by separate processes that
+// soaked one implementation each at the same time. The settings must agree:
+// runs of different lengths or schedules are not side by side.
+func mergeSoaks(paths []string) (*soakResults, error) {
+	var out *soakResults
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		var r soakResults
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", p, err)
+		}
+		if out == nil {
+			out = &r
+			continue
+		}
+		if r.Settings != out.Settings {
+			return nil, fmt.Errorf("%s: settings %+v differ from %+v", p, r.Settings, out.Settings)
+		}
+		out.Runs = append(out.Runs, r.Runs...)
+		out.Verdicts = append(out.Verdicts, r.Verdicts...)
+		if r.Started.Before(out.Started) {
+			out.Started = r.Started
+		}
+	}
+	if out == nil {
+		return nil, fmt.Errorf("-soak-merge: no results files")
+	}
+	out.Concurrent = len(paths) > 1
+	return out, nil
 }
 
 type soakJudged struct {
@@ -87,6 +124,10 @@ func soakMarkdown(r *soakResults, jsonName, pngRel string) string {
 		"stopped and started again every %d, its plugins reconnecting by themselves (with upstream, whose Stop leaves "+
 		"external plugins connected, restarted with it). Sampled every %d lifecycles.\n\n",
 		s.Lifecycles, s.UnsolicitedEvery, s.PluginRestartEvery, s.JoinLeaveEvery, s.RuntimeRestartEvery, s.SampleEvery)
+	if r.Concurrent {
+		w("The implementations ran at the same time, each in a process of its own, so that both met the same " +
+			"machine load; each process's figures are its own.\n\n")
+	}
 	if pngRel != "" {
 		w("![the soak's series over the run](%s)\n\n", pngRel)
 	}
