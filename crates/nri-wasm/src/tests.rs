@@ -1,0 +1,249 @@
+//! Modules written here in WAT, each breaking one rule of the interface or
+//! of good behaviour, against the host. The Go module built on upstream's
+//! pkg/api is tested against both runtimes in go/tests/wasm.
+
+use std::time::{Duration, Instant};
+
+use super::*;
+
+/// A plugin module whose `plugin_create_container` body is `create`; the
+/// other methods reply with nothing. `malloc` hands out memory from a bump
+/// pointer; `free` does nothing. `extra` adds fields to the module.
+fn module(create: &str, extra: &str) -> Vec<u8> {
+    let mut methods = String::new();
+    for (_, export) in METHODS {
+        if export != "plugin_create_container" {
+            methods.push_str(&format!(
+                "(func (export \"{export}\") (param i32 i32) (result i64) (i64.const 0))\n"
+            ));
+        }
+    }
+    let text = format!(
+        r#"(module
+            (import "env" "log" (func $log (param i32 i32) (result i64)))
+            (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+            (memory (export "memory") 1)
+            (global $next (mut i32) (i32.const 1024))
+            (func (export "malloc") (param $n i32) (result i32)
+                (local $p i32)
+                (local.set $p (global.get $next))
+                (global.set $next (i32.add (global.get $next) (local.get $n)))
+                (local.get $p))
+            (func (export "free") (param i32))
+            (func (export "plugin_api_version") (result i64) (i64.const 1))
+            (func (export "plugin_create_container") (param $ptr i32) (param $len i32) (result i64)
+                {create})
+            {methods}
+            {extra}
+        )"#
+    );
+    wat::parse_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+fn load(wasm: &[u8]) -> Result<Plugin, LoadError> {
+    Plugin::load("10-test", wasm, &Limits::default(), Duration::from_secs(5))
+}
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// `ptr << 32 | len` of the request's own bytes: an echo.
+const ECHO: &str = "(i64.or (i64.shl (i64.extend_i32_u (local.get $ptr)) (i64.const 32)) (i64.extend_i32_u (local.get $len)))";
+
+#[test]
+fn a_call_hands_the_request_over_and_the_reply_back() {
+    let p = load(&module(ECHO, "")).unwrap();
+    for request in [&b"some encoded request"[..], b"", b"\x00\x01\x02"] {
+        assert_eq!(p.call("CreateContainer", request, SECOND).unwrap(), request);
+    }
+    assert_eq!(p.call("RunPodSandbox", b"x", SECOND).unwrap(), b"");
+    assert!(matches!(
+        p.call("NoSuchMethod", b"", SECOND),
+        Err(CallError::UnknownMethod(_))
+    ));
+}
+
+#[test]
+fn bit_31_of_the_length_makes_the_reply_an_error_text() {
+    let refuse = "(i64.or (i64.shl (i64.extend_i32_u (local.get $ptr)) (i64.const 32)) \
+                  (i64.or (i64.extend_i32_u (local.get $len)) (i64.const 0x80000000)))";
+    let p = load(&module(refuse, "")).unwrap();
+    match p.call("CreateContainer", b"no, thanks", SECOND) {
+        Err(CallError::Refused(text)) => assert_eq!(text, "no, thanks"),
+        other => panic!("{other:?}"),
+    }
+    // A refusal is the handler's answer, not a crash: it may be called again.
+    assert!(matches!(
+        p.call("CreateContainer", b"again", SECOND),
+        Err(CallError::Refused(_))
+    ));
+}
+
+#[test]
+fn a_trap_kills_the_module_and_later_calls_fail_at_once() {
+    let p = load(&module("unreachable", "")).unwrap();
+    match p.call("CreateContainer", b"x", SECOND) {
+        Err(CallError::Crashed(why)) => assert!(why.contains("unreachable"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    match p.call("RunPodSandbox", b"x", SECOND) {
+        Err(CallError::Closed(why)) => assert!(why.contains("unreachable"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn proc_exit_closes_the_module_with_its_code() {
+    let p = load(&module("(call $exit (i32.const 4)) (i64.const 0)", "")).unwrap();
+    match p.call("CreateContainer", b"x", SECOND) {
+        Err(CallError::Crashed(why)) => assert_eq!(why, "module closed with exit_code(4)"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_loop_is_cut_off_at_the_deadline() {
+    let p = load(&module("(loop $l (br $l)) (i64.const 0)", "")).unwrap();
+    let started = Instant::now();
+    let res = p.call("CreateContainer", b"x", Duration::from_millis(200));
+    let took = started.elapsed();
+    assert!(matches!(res, Err(CallError::Timeout)), "{res:?}");
+    assert!(took >= Duration::from_millis(200), "{took:?}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert!(matches!(
+        p.call("CreateContainer", b"x", SECOND),
+        Err(CallError::Closed(_))
+    ));
+}
+
+#[test]
+fn deadlines_of_concurrent_calls_do_not_cut_each_other_short() {
+    // Two modules loop, one with a 600 ms deadline, the other with a 50 ms
+    // one that ends meanwhile: each call keeps its own.
+    let looping = module("(loop $l (br $l)) (i64.const 0)", "");
+    let short = load(&looping).unwrap();
+    let long = load(&looping).unwrap();
+    std::thread::scope(|s| {
+        let t = s.spawn(|| {
+            let started = Instant::now();
+            let _ = long.call("CreateContainer", b"", Duration::from_millis(600));
+            started.elapsed()
+        });
+        let _ = short.call("CreateContainer", b"", Duration::from_millis(50));
+        let long_took = t.join().unwrap();
+        assert!(long_took >= Duration::from_millis(600), "{long_took:?}");
+    });
+}
+
+#[test]
+fn memory_is_capped() {
+    let grow = "(drop (memory.grow (i32.const 1000))) (i64.const 0)"; // 64 MiB
+    let p = Plugin::load(
+        "10-test",
+        &module(grow, ""),
+        &Limits { memory: 16 << 20 },
+        SECOND,
+    )
+    .unwrap();
+    match p.call("CreateContainer", b"", SECOND) {
+        Err(CallError::Crashed(why)) => assert!(why.contains("memory"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn replies_outside_memory_are_refused_not_read() {
+    // A reply said to be 2 GiB - 1 long at offset 0, and one past the end.
+    for lie in ["(i64.const 0x7fffffff)", "(i64.const 0x0001000000000010)"] {
+        let p = load(&module(lie, "")).unwrap();
+        match p.call("CreateContainer", b"x", SECOND) {
+            Err(CallError::Crashed(why)) => assert!(why.contains("out of range"), "{why}"),
+            other => panic!("{lie}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn malloc_returning_nonsense_fails_the_call() {
+    let wasm = wat::parse_str(format!(
+        r#"(module
+            (memory (export "memory") 1)
+            (func (export "malloc") (param i32) (result i32) (i32.const 0xfffffff0))
+            (func (export "free") (param i32))
+            (func (export "plugin_api_version") (result i64) (i64.const 1))
+            {})"#,
+        METHODS
+            .iter()
+            .map(|(_, e)| format!(
+                "(func (export \"{e}\") (param i32 i32) (result i64) (i64.const 0))"
+            ))
+            .collect::<String>()
+    ))
+    .unwrap();
+    let p = load(&wasm).unwrap();
+    match p.call("CreateContainer", b"request", SECOND) {
+        Err(CallError::Crashed(why)) => assert!(why.contains("Memory.Write"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn modules_that_do_not_implement_the_interface_are_refused_at_load() {
+    let err = |wasm: &[u8]| load(wasm).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err(b"\0asm\x01\0\0\0garbage").starts_with("compile:"));
+    assert_eq!(
+        err(&wat::parse_str("(module)").unwrap()),
+        "plugin_api_version is not exported"
+    );
+    assert_eq!(
+        err(&wat::parse_str(
+            r#"(module (func (export "plugin_api_version") (result i64) (i64.const 2)))"#
+        )
+        .unwrap()),
+        "API version mismatch, host: 1, plugin: 2"
+    );
+    assert_eq!(
+        err(&wat::parse_str(r#"(module (memory (export "memory") 1) (func (export "plugin_api_version") (result i64) (i64.const 1)))"#).unwrap()),
+        "plugin_configure is not exported"
+    );
+    // Imports the host does not have.
+    assert!(
+        err(&wat::parse_str(r#"(module (import "env" "spawn" (func)))"#).unwrap())
+            .starts_with("instantiate:")
+    );
+}
+
+#[test]
+fn a_start_function_that_loops_is_cut_off_at_load() {
+    let wasm = module(ECHO, r#"(func (export "_initialize") (loop $l (br $l)))"#);
+    let started = Instant::now();
+    let err = Plugin::load(
+        "10-test",
+        &wasm,
+        &Limits::default(),
+        Duration::from_millis(200),
+    )
+    .err()
+    .unwrap();
+    assert!(matches!(err, LoadError::Init(_)), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn the_host_log_function_takes_a_log_request() {
+    use protobuf::Message;
+    let req = nri_api::LogRequest {
+        msg: "hello from a module".into(),
+        level: nri_api::log_request::Level::LEVEL_INFO.into(),
+        ..Default::default()
+    };
+    // Log the request handed in, then echo it.
+    let create = format!("(drop (call $log (local.get $ptr) (local.get $len))) {ECHO}");
+    let p = load(&module(&create, "")).unwrap();
+    let bytes = req.write_to_bytes().unwrap();
+    assert_eq!(p.call("CreateContainer", &bytes, SECOND).unwrap(), bytes);
+    // Not a LogRequest: the host function fails, and the call with it.
+    assert!(matches!(
+        p.call("CreateContainer", b"\xff\xff\xff", SECOND),
+        Err(CallError::Crashed(_))
+    ));
+}
