@@ -76,9 +76,9 @@ var (
 	// The context given to log calls that have no request context.
 	noCtx = context.TODO()
 
-	// ErrWasmDisabled keeps upstream's error value for a WASM plugin met in a
-	// build without WASM, so code comparing errors with it still compiles.
-	// nri-rs has no WASM plugin support: WASM plugins are skipped at start.
+	// ErrWasmDisabled is upstream's error for a build without WASM support:
+	// a library built without its "wasm" feature, in nri-rs. New logs it, as
+	// upstream's does, and WASM plugins are refused with "no WASM support".
 	ErrWasmDisabled = errors.New("WASM support is disabled (at build time)")
 )
 
@@ -247,6 +247,9 @@ func New(name, version string, syncFn SyncFn, updateFn UpdateFn, opts ...Option)
 		if err := o(r); err != nil {
 			return nil, fmt.Errorf("failed to apply option: %w", err)
 		}
+	}
+	if !bool(C.nri_wasm_supported()) {
+		log.Errorf(noCtx, "failed to initialize WASM support: %v", ErrWasmDisabled)
 	}
 	if len(r.clientOpts) > 0 || len(r.serverOpts) > 0 {
 		log.Infof(noCtx, "nri-rs: ttrpc options are not supported by the Rust core, ignored")

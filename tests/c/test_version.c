@@ -1,5 +1,6 @@
 /* The version the library reports, the header's version macros and
- * Cargo.toml agree (rustls-ffi's rustls_header_version test, from C). */
+ * Cargo.toml agree (rustls-ffi's rustls_header_version test, from C); and
+ * what the default build has. */
 #include "harness.h"
 
 #include <stdio.h>
@@ -73,6 +74,14 @@ static void api_version_names_an_upstream_release(void **state)
     assert_ptr_equal(nri_api_version(), v);
 }
 
+/* The library is built with its default features, WASM plugins among them
+ * (make test-c links the release libnri.a of `cargo build -p nri-capi`). */
+static void default_build_runs_wasm_plugins(void **state)
+{
+    (void)state;
+    assert_true(nri_wasm_supported());
+}
+
 int main(void)
 {
     harness_init();
@@ -80,6 +89,7 @@ int main(void)
         TEST(library_version_is_cargo_version),
         TEST(header_macros_are_cargo_version),
         TEST(api_version_names_an_upstream_release),
+        TEST(default_build_runs_wasm_plugins),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -587,6 +587,15 @@ bool nri_adaptation_wants_event(const struct nri_adaptation *a, int32_t event);
 size_t nri_core_threads(void);
 
 /**
+ * Whether this library runs WASM plugins from the plugin directory (built
+ * with its `wasm` feature, the default). When false, a runtime reports
+ * upstream's `ErrWasmDisabled` condition ("WASM support is disabled (at
+ * build time)") and WASM plugins are refused with "no WASM support", as
+ * upstream built with `nri_no_wasm` does.
+ */
+bool nri_wasm_supported(void);
+
+/**
  * Whether a plugin of full name `name` (`idx-name`, e.g. `10-logger`) is
  * active: registered and its connection open. False for a NULL handle, a
  * NULL or non-UTF-8 name, or a plugin that is gone or closing. Never

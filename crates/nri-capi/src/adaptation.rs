@@ -166,6 +166,16 @@ pub extern "C" fn nri_core_threads() -> usize {
     nri_runtime::core_threads()
 }
 
+/// Whether this library runs WASM plugins from the plugin directory (built
+/// with its `wasm` feature, the default). When false, a runtime reports
+/// upstream's `ErrWasmDisabled` condition ("WASM support is disabled (at
+/// build time)") and WASM plugins are refused with "no WASM support", as
+/// upstream built with `nri_no_wasm` does.
+#[no_mangle]
+pub extern "C" fn nri_wasm_supported() -> bool {
+    nri_runtime::WASM_SUPPORTED
+}
+
 /// Whether a plugin of full name `name` (`idx-name`, e.g. `10-logger`) is
 /// active: registered and its connection open. False for a NULL handle, a
 /// NULL or non-UTF-8 name, or a plugin that is gone or closing. Never

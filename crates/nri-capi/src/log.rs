@@ -50,9 +50,16 @@ const MAX_MESSAGE: usize = 4096;
 
 struct FfiLogger;
 
+/// Crates whose debug output is not the host's business: a WASM engine's
+/// describes the module it prepares, function by function, thousands of
+/// lines for one plugin. Their warnings and errors still pass.
+const QUIET_TARGETS: [&str; 2] = ["wasmi", "wasmparser"];
+
 impl Log for FfiLogger {
     fn enabled(&self, m: &Metadata) -> bool {
         m.level() <= log::max_level()
+            && (m.level() <= Level::Warn
+                || !QUIET_TARGETS.iter().any(|t| m.target().starts_with(t)))
     }
 
     fn log(&self, record: &Record) {
@@ -135,5 +142,24 @@ fn install() -> Result<(), Failure> {
         Err(Failure::invalid(
             "another logger is installed in this process; nri-rs logs go there",
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wasm_engines_debug_output_is_dropped_its_warnings_are_not() {
+        log::set_max_level(log::LevelFilter::Debug);
+        let enabled = |target: &str, level: Level| {
+            FfiLogger.enabled(&Metadata::builder().target(target).level(level).build())
+        };
+        assert!(enabled("nri_runtime::plugin", Level::Debug));
+        assert!(enabled("nri_wasm::abi", Level::Debug));
+        assert!(!enabled("wasmparser::validator", Level::Debug));
+        assert!(!enabled("wasmi::engine::translator", Level::Info));
+        assert!(enabled("wasmi::engine::translator", Level::Warn));
+        assert!(!enabled("nri_runtime::plugin", Level::Trace));
     }
 }

@@ -9,6 +9,7 @@ use log::{info, warn};
 use crate::error::peer_text;
 use crate::plugin::{Origin, Plugin, Transport};
 use crate::shared::{Activation, Core};
+use crate::wasm::WasmPlugin;
 use crate::{connect, launch, sync, BuiltinPlugin, Error, SyncCb};
 
 /// Brings up builtin and pre-installed plugins and synchronizes them in one
@@ -41,25 +42,26 @@ pub(crate) async fn start_plugins(
     }
 
     let discovered = launch::discover(&plugin_path, &config_path)?;
-    let launches = discovered.into_iter().filter_map(|d| {
-        if launch::is_wasm(&d.path) {
-            launch::skip(
-                &d,
-                &format!(
-                    "can't load WASM plugin {}: no WASM support",
-                    d.path.display()
-                ),
-            );
-            return None;
+    let (modules, executables): (Vec<_>, Vec<_>) = discovered
+        .into_iter()
+        .partition(|d| launch::is_wasm(&d.path));
+    // Modules are compiled one at a time (two at once would only share the
+    // cores), then the executables are launched together.
+    for d in modules {
+        match load_wasm(&core, &d).await {
+            Ok(p) => started.push(p),
+            Err(e) => launch::skip(&d, &e),
         }
+    }
+    let launches = executables.into_iter().map(|d| {
         let core = Arc::clone(&core);
-        Some(async move {
+        async move {
             let res = match launch::launch(&d) {
                 Ok((stream, launched)) => connect::connect(core, stream, Some(launched)).await,
                 Err(e) => Err(e),
             };
             res.map_err(|e| launch::skip(&d, &e)).ok()
-        })
+        }
     });
     for c in futures::future::join_all(launches)
         .await
@@ -87,6 +89,40 @@ pub(crate) async fn start_plugins(
     }
     core.add_plugins(active);
     Ok(())
+}
+
+/// Loads and configures a WASM plugin from the plugin directory (upstream's
+/// `newLaunchedPlugin` for a module, then its `start`, which skips
+/// registration). Its start function gets the registration timeout.
+async fn load_wasm(core: &Arc<Core>, d: &launch::Discovered) -> Result<Arc<Plugin>, Error> {
+    let fail = |e: String| Error::Start(format!("load WASM plugin {}: {e}", d.path.display()));
+    if !crate::WASM_SUPPORTED {
+        return Err(Error::Start(format!(
+            "can't load WASM plugin {}: no WASM support",
+            d.path.display()
+        )));
+    }
+    info!("Found WASM plugin: {}", d.path.display());
+    let (path, name) = (d.path.clone(), format!("{}-{}", d.idx, d.base));
+    let (limit, init_timeout) = (core.wasm_memory_limit, core.registration_timeout());
+    // Compiling a module takes a while: off the core's thread.
+    let module =
+        tokio::task::spawn_blocking(move || WasmPlugin::load(&path, &name, limit, init_timeout))
+            .await
+            .map_err(|e| fail(e.to_string()))?
+            .map_err(fail)?;
+    let p = Arc::new(Plugin::new(
+        d.base.clone(),
+        d.idx.clone(),
+        Origin::Wasm,
+        None,
+        d.config.clone(),
+        d.runtime.request_timeout,
+        Transport::Wasm(module),
+        Arc::clone(core),
+    ));
+    p.configure().await?;
+    Ok(p)
 }
 
 /// Synchronizes a newly connected external plugin and makes it active.

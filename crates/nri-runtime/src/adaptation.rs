@@ -77,6 +77,7 @@ impl Adaptation {
             activate_within_sync: opts.activate_within_sync,
             plugin_request_timeouts: opts.plugin_request_timeouts,
             plugin_handover: opts.plugin_handover,
+            wasm_memory_limit: opts.wasm_memory_limit,
             pod_guard: opts
                 .validator
                 .filter(|_| opts.guard_pods)

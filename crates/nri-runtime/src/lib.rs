@@ -56,6 +56,7 @@ pub(crate) mod result;
 mod shared;
 mod sync;
 mod thread;
+mod wasm;
 
 pub use adaptation::Adaptation;
 pub use builtin::{BuiltinHandlers, BuiltinPlugin};
@@ -67,6 +68,7 @@ pub use options::{
 };
 pub use sync::{EncodedState, PluginSyncBlock};
 pub use thread::core_threads;
+pub use wasm::{DEFAULT_WASM_MEMORY_LIMIT, WASM_DISABLED, WASM_SUPPORTED};
 
 pub(crate) use shared::Core;
 

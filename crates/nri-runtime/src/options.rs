@@ -59,6 +59,7 @@ pub struct Options {
     pub(crate) max_pending_connections: usize,
     pub(crate) runtime: Option<tokio::runtime::Handle>,
     pub(crate) nri_version: Option<String>,
+    pub(crate) wasm_memory_limit: usize,
 }
 
 impl Default for Options {
@@ -83,6 +84,7 @@ impl Default for Options {
             max_pending_connections: 1024,
             runtime: None,
             nri_version: None,
+            wasm_memory_limit: crate::DEFAULT_WASM_MEMORY_LIMIT,
         }
     }
 }
@@ -101,6 +103,14 @@ impl Options {
     /// The socket for external plugins (`WithSocketPath`).
     pub fn socket_path(mut self, p: impl Into<PathBuf>) -> Self {
         self.socket_path = p.into();
+        self
+    }
+    /// The most linear memory one WASM plugin may grow to, in bytes
+    /// (default [`DEFAULT_WASM_MEMORY_LIMIT`](crate::DEFAULT_WASM_MEMORY_LIMIT)):
+    /// a module that grows past it traps, and is closed as a plugin that
+    /// crashed. Upstream sets no limit (up to WebAssembly's 4 GiB).
+    pub fn wasm_memory_limit(mut self, bytes: usize) -> Self {
+        self.wasm_memory_limit = bytes;
         self
     }
     /// Accept no external plugins (`WithDisabledExternalConnections`).

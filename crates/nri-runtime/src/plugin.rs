@@ -1,6 +1,7 @@
 //! One plugin as the adaptation sees it: its identity, its transport (a ttrpc
-//! connection or builtin handlers), its subscription, and the relay of one
-//! request with timeout, metrics and upstream's error classification.
+//! connection, builtin handlers or a WASM module), its subscription, and the
+//! relay of one request with timeout, metrics and upstream's error
+//! classification.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -16,6 +17,7 @@ use super::child::Child;
 use super::error::{
     grpc_code_name, is_oversized_message, is_oversized_reply, is_request_deadline, peer_text,
 };
+use super::wasm::{self, WasmPlugin};
 use super::{Core, Deprecation, Error};
 use nri_api::mux::Mux;
 use nri_api::ttrpc::PluginClient;
@@ -29,6 +31,8 @@ pub(crate) enum Origin {
     External,
     Launched,
     Builtin,
+    /// A WASM module from the plugin directory.
+    Wasm,
 }
 
 // One per plugin: boxing the larger variant would save nothing worth having.
@@ -45,6 +49,7 @@ pub(crate) enum Transport {
         child: Mutex<Option<Child>>,
     },
     Builtin(Arc<dyn BuiltinHandlers>),
+    Wasm(WasmPlugin),
 }
 
 pub(crate) struct Plugin {
@@ -116,6 +121,7 @@ impl Plugin {
             Origin::External => "external",
             Origin::Launched => "pre-connected",
             Origin::Builtin => "builtin",
+            Origin::Wasm => "pre-connected-wasm",
         };
         match self.pid {
             Some(pid) => format!("{origin}:{}[{pid}]", self.name),
@@ -142,7 +148,7 @@ impl Plugin {
         self.closed.load(Ordering::Acquire)
             || match &self.transport {
                 Transport::Ttrpc { mux, .. } => mux.is_closed(),
-                Transport::Builtin(_) => false,
+                Transport::Builtin(_) | Transport::Wasm(_) => false,
             }
     }
 
@@ -152,7 +158,17 @@ impl Plugin {
             Transport::Ttrpc { mux, .. } => {
                 mux.closed().await;
             }
-            Transport::Builtin(_) => std::future::pending().await,
+            Transport::Builtin(_) | Transport::Wasm(_) => std::future::pending().await,
+        }
+    }
+
+    /// The largest Synchronize message this plugin is sent: ttrpc's limit,
+    /// except for a WASM module, which is handed the state whole in its
+    /// memory, as upstream hands it.
+    pub(crate) fn message_limit(&self) -> usize {
+        match self.transport {
+            Transport::Wasm(_) => usize::MAX,
+            _ => super::sync::MAX_TTRPC_MESSAGE,
         }
     }
 
@@ -220,6 +236,13 @@ impl Plugin {
                     Ok(rpl)
                 })
                 .await
+            }
+            Transport::Wasm(w) => {
+                let bytes: Arc<[u8]> = req
+                    .write_to_bytes()
+                    .map_err(|e| Error::Start(format!("failed to configure plugin: {e}")))?
+                    .into();
+                self.call_wasm(w, "Configure", bytes, timeout).await
             }
         }
         .map_err(|e| Error::Start(format!("failed to configure plugin: {e}")))?;
@@ -361,6 +384,12 @@ impl Plugin {
                 .await;
             }
             Transport::Ttrpc { client, raw, .. } => (client, raw),
+            Transport::Wasm(w) => {
+                let bytes = encoding
+                    .of(req)
+                    .map_err(|e| self.builtin_error(Box::new(e)))?;
+                return self.call_wasm(w, C::METHOD, bytes, timeout).await;
+            }
         };
         if self.state_change.load(Ordering::Acquire) {
             if let Some(event) = req.state_change() {
@@ -480,8 +509,21 @@ impl Plugin {
     /// Sends `Shutdown`, waiting at most `timeout` for the answer, which
     /// changes nothing: the runtime is stopping either way.
     pub(crate) async fn shutdown(&self, timeout: Duration) {
-        let Transport::Ttrpc { client, .. } = &self.transport else {
-            return;
+        let client = match &self.transport {
+            Transport::Ttrpc { client, .. } => client,
+            Transport::Wasm(w) => {
+                let res: Result<api::Empty, Error> =
+                    self.call_wasm(w, "Shutdown", Arc::from([]), timeout).await;
+                if let Err(e) = res {
+                    debug!(
+                        "plugin {} failed Shutdown: {}",
+                        self.qualified_name(),
+                        peer_text(&e)
+                    );
+                }
+                return;
+            }
+            Transport::Builtin(_) => return,
         };
         let empty = api::Empty::new();
         let call = client.shutdown(ttrpc::context::with_duration(timeout), &empty);
@@ -528,6 +570,7 @@ impl Plugin {
                         .map_err(|e| self.builtin_error(e.into()))?;
                     h.synchronize(req).await.map_err(|e| self.builtin_error(e))
                 }
+                Transport::Wasm(w) => self.call_wasm(w, op, msg.into(), timeout).await,
             }
         });
         let res = self.measured(op, call).await;
@@ -590,6 +633,55 @@ impl Plugin {
                 op,
                 reason: other.to_string(),
             },
+        }
+    }
+
+    /// Calls a WASM plugin. Its module is interrupted at `timeout`; the
+    /// timer here is only a backstop. A module that died (trapped, exited,
+    /// ran out of its memory) is a plugin that crashed: the request fails,
+    /// as upstream fails it, and the plugin is closed, as a crashed
+    /// process's is, rather than left to fail every later request.
+    async fn call_wasm<R: Message>(
+        &self,
+        w: &WasmPlugin,
+        method: &'static str,
+        request: Arc<[u8]>,
+        timeout: Duration,
+    ) -> Result<R, Error> {
+        let backstop = timeout + Duration::from_secs(1);
+        let reply = match tokio::time::timeout(backstop, w.call(method, request, timeout)).await {
+            Ok(reply) => reply,
+            Err(_) => Err(wasm::Failure::Timeout),
+        };
+        let failed = |message: String| Error::Builtin {
+            plugin: self.name.clone(),
+            message,
+        };
+        match reply {
+            Ok(bytes) => R::parse_from_bytes(&bytes).map_err(|e| {
+                self.close();
+                failed(format!("invalid {method} reply: {e}"))
+            }),
+            Err(wasm::Failure::Refused(text)) => Err(failed(text)),
+            Err(wasm::Failure::Dead(why)) => {
+                warn!(
+                    "closing plugin {}, its module died in {method}: {}",
+                    self.qualified_name(),
+                    peer_text(&why)
+                );
+                self.close();
+                Err(failed(why))
+            }
+            Err(wasm::Failure::Timeout) => {
+                // Interrupted mid-call, the module cannot be called again,
+                // whatever the plugin's failure policy says.
+                self.close();
+                Err(Error::Timeout {
+                    plugin: self.name.clone(),
+                    op: method,
+                    timeout,
+                })
+            }
         }
     }
 

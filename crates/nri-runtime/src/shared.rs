@@ -38,6 +38,8 @@ pub(crate) struct Core {
     /// Whether a plugin replaces a connected one of its `idx-name`
     /// ([`Options::plugin_handover`](crate::Options::plugin_handover)).
     pub(crate) plugin_handover: bool,
+    /// [`Options::wasm_memory_limit`](crate::Options::wasm_memory_limit).
+    pub(crate) wasm_memory_limit: usize,
     /// Checks a pod's required plugins, when they guard pods
     /// ([`Options::required_plugins_guard_pods`](crate::Options::required_plugins_guard_pods)).
     pub(crate) pod_guard: Option<nri_validator::DefaultValidator>,

@@ -206,7 +206,7 @@ pub(crate) async fn synchronize(
         let nc = ctrs_per_msg.max(1).min(ctrs.len());
         let more = np < pods.len() || nc < ctrs.len();
         let size = envelope_size(payload_size(&pods[..np], &ctrs[..nc], more));
-        if size > MAX_TTRPC_MESSAGE {
+        if size > plugin.message_limit() {
             (pods_per_msg, ctrs_per_msg) = smaller_chunks(np, nc, size)?;
             continue;
         }

@@ -16,3 +16,4 @@ mod metrics;
 mod peers;
 mod timeouts;
 mod validator;
+mod wasm;

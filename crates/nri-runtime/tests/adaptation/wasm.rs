@@ -1,0 +1,169 @@
+//! WASM plugins from the plugin directory, written here in WAT on the
+//! go-plugin ABI (a Go module built on upstream's pkg/api runs against
+//! both runtimes in go/tests/wasm).
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use protobuf::Message;
+
+use crate::common::*;
+
+/// A module whose `plugin_create_container` replies with `reply` (an
+/// encoded CreateContainerResponse, kept in a data segment at 4096) or, if
+/// `trap`, traps. Every other method replies with nothing, which Configure
+/// takes as "all events".
+fn module(reply: &[u8], trap: bool) -> Vec<u8> {
+    let bytes: String = reply.iter().map(|b| format!("\\{b:02x}")).collect();
+    let create = if trap {
+        "unreachable".to_string()
+    } else {
+        format!(
+            "(i64.or (i64.shl (i64.const 4096) (i64.const 32)) (i64.const {}))",
+            reply.len()
+        )
+    };
+    let mut methods = String::new();
+    for (_, export) in nri_wasm::METHODS {
+        if export != "plugin_create_container" {
+            methods.push_str(&format!(
+                "(func (export \"{export}\") (param i32 i32) (result i64) (i64.const 0))"
+            ));
+        }
+    }
+    wat::parse_str(format!(
+        r#"(module
+            (memory (export "memory") 1)
+            (data (i32.const 4096) "{bytes}")
+            (global $next (mut i32) (i32.const 8192))
+            (func (export "malloc") (param $n i32) (result i32)
+                (local $p i32)
+                (local.set $p (global.get $next))
+                (global.set $next (i32.add (global.get $next) (local.get $n)))
+                (local.get $p))
+            (func (export "free") (param i32))
+            (func (export "plugin_api_version") (result i64) (i64.const 1))
+            (func (export "plugin_create_container") (param i32 i32) (result i64) {create})
+            {methods})"#
+    ))
+    .unwrap()
+}
+
+fn install(dir: &Path, file: &str, wasm: &[u8]) {
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join(file);
+    std::fs::write(&path, wasm).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn annotating(key: &str) -> Vec<u8> {
+    let mut rsp = nri_api::CreateContainerResponse::new();
+    rsp.adjust
+        .mut_or_insert_default()
+        .annotations
+        .insert(key.into(), "yes".into());
+    rsp.write_to_bytes().unwrap()
+}
+
+/// The handlers of the signals a WASM engine would trap with.
+fn trap_handlers() -> Vec<usize> {
+    [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE]
+        .iter()
+        .map(|&sig| {
+            // SAFETY: sigaction with a NULL new action only reads the
+            // current one into `old`.
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                assert_eq!(libc::sigaction(sig, std::ptr::null(), &mut old), 0);
+                old.sa_sigaction
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_wasm_plugin_is_loaded_configured_and_adjusts_without_signal_handlers() {
+    let handlers = trap_handlers();
+    let h = Harness::start().await;
+    install(
+        &h.plugin_dir(),
+        "10-wasm",
+        &module(&annotating("wasm/seen"), false),
+    );
+    h.nri.start().await.unwrap();
+    assert_eq!(h.nri.plugins(), ["10-wasm"]);
+    assert!(!logged("Found WASM plugin").is_empty());
+    assert!(!logged("pre-connected-wasm:10-wasm subscribed").is_empty());
+
+    let rsp = h
+        .nri
+        .create_container(req!(CreateContainerRequest, "p1", "c1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        rsp.adjust.annotations.get("wasm/seen").map(String::as_str),
+        Some("yes")
+    );
+    // A trap is found by the compiled code's own checks: the host's
+    // handlers (here the Rust runtime's) are left as they were.
+    assert_eq!(trap_handlers(), handlers, "a signal handler changed");
+    h.nri.stop().await;
+}
+
+#[tokio::test]
+async fn a_wasm_plugin_that_traps_fails_that_request_and_is_dropped() {
+    let h = Harness::start().await;
+    install(
+        &h.plugin_dir(),
+        "10-good",
+        &module(&annotating("good"), false),
+    );
+    install(&h.plugin_dir(), "20-bad", &module(&[], true));
+    h.nri.start().await.unwrap();
+    assert_eq!(h.nri.plugins(), ["10-good", "20-bad"]);
+
+    let err = h
+        .nri
+        .create_container(req!(CreateContainerRequest, "p1", "c1"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("unreachable"), "{err}");
+    assert_eq!(
+        h.nri.plugins(),
+        ["10-good"],
+        "the crashed plugin is dropped"
+    );
+    let rsp = h
+        .nri
+        .create_container(req!(CreateContainerRequest, "p1", "c2"))
+        .await
+        .unwrap();
+    assert_eq!(
+        rsp.adjust.annotations.get("good").map(String::as_str),
+        Some("yes")
+    );
+    h.nri.stop().await;
+}
+
+#[tokio::test]
+async fn a_file_that_is_not_a_plugin_module_is_skipped_at_start() {
+    let h = Harness::start().await;
+    install(
+        &h.plugin_dir(),
+        "10-empty",
+        &wat::parse_str("(module)").unwrap(),
+    );
+    install(
+        &h.plugin_dir(),
+        "20-good",
+        &module(&annotating("good"), false),
+    );
+    h.nri.start().await.unwrap();
+    assert_eq!(h.nri.plugins(), ["20-good"]);
+    assert!(
+        !logged("load WASM plugin").is_empty()
+            && !logged("plugin_api_version is not exported").is_empty(),
+        "the refusal is logged with its reason"
+    );
+    h.nri.stop().await;
+}
