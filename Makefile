@@ -239,10 +239,11 @@ bench:
 # The benchmark program links the release staticlib (NRI_LIB_DIR, set by bench).
 bench-run:
 	cd go/tests && CGO_ENABLED=0 $(GO) build -o $(BENCH_DIR)/goplugin ./bench/goplugin
+	cd go/tests && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $(BENCH_DIR)/plugin.wasm ./wasm/plugin
 	@# cgo does not track libnri.a: remove the program so it is linked afresh.
 	rm -f $(BENCH_DIR)/nri-bench
 	cd go/tests && $(GO) build -o $(BENCH_DIR)/nri-bench ./bench
-	$(BENCH_DIR)/nri-bench -bin $(TARGET_DIR)/release -goplugin $(BENCH_DIR)/goplugin \
+	$(BENCH_DIR)/nri-bench -bin $(TARGET_DIR)/release -goplugin $(BENCH_DIR)/goplugin -wasmplugin $(BENCH_DIR)/plugin.wasm \
 	  -out docs/performance.json -doc docs/PERFORMANCE.md -png docs/performance.png $(BENCH_FLAGS)
 
 ## soak: 100,000 pod and container lifecycles with churn (plugin restarts,

@@ -42,6 +42,17 @@ func buildGoPlugin(t *testing.T) string {
 	return out
 }
 
+func buildWasmPlugin(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "plugin.wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, "../wasm/plugin")
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the WASM plugin: %v\n%s", err, b)
+	}
+	return out
+}
+
 func TestSmoke(t *testing.T) {
 	bin := rustBin()
 	for _, b := range []string{"nri-bench-plugin", "nri-bench-core"} {
@@ -49,14 +60,17 @@ func TestSmoke(t *testing.T) {
 			t.Fatalf("%v (build the workspace first: cargo build --workspace, or set NRI_BENCH_BIN)", err)
 		}
 	}
-	bins := binaries{goPlugin: buildGoPlugin(t), rustPlugin: filepath.Join(bin, "nri-bench-plugin"), core: filepath.Join(bin, "nri-bench-core")}
-	res, err := run(smokeSettings("", `^(floor-raw|create-typical-1)$`), bins, testing.Verbose(), true, false)
+	bins := binaries{goPlugin: buildGoPlugin(t), rustPlugin: filepath.Join(bin, "nri-bench-plugin"), core: filepath.Join(bin, "nri-bench-core"),
+		wasmPlugin: buildWasmPlugin(t)}
+	s := smokeSettings("", `^(floor-raw|create-typical-1)$`)
+	s.Wasm = true
+	res, err := run(s, bins, testing.Verbose(), true, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	want := map[string]int{"floor-raw": 1, "floor-raw-4MiB": 1, "floor-ttrpc": 1, "floor-ttrpc-mux": 1,
-		"create-none": 2, "create-typical-1": 4, "create-typical-4": 4, "create-typical-8": 4, "create-noop-1": 4, "create-noop-4": 4,
+		"create-none": 2, "create-wasm-1": 2, "create-typical-1": 4, "create-typical-4": 4, "create-typical-8": 4, "create-noop-1": 4, "create-noop-4": 4,
 		"create-noop-8": 4, "update-typical-4": 4, "lifecycle-typical-4": 4, "sync-100": 4,
 		"create-typical-1-validator": 4, "create-large-1": 4, "create-typical-1-launched": 4,
 		"floor-raw@pinned": 1, "create-typical-1@pinned": 4}

@@ -129,6 +129,9 @@ func (h *harness) freshInstance(impl, stub string, c *caseDef) (*instance, error
 // bench plugin of stub (the runtime gives it only NRI_PLUGIN_* in its
 // environment, so the path is absolute).
 func (h *harness) preinstall(dir, stub string, c *caseDef) error {
+	if stub == stubWasm {
+		return h.preinstallWasm(dir, c)
+	}
 	bin, err := filepath.Abs(h.bins.plugin(stub))
 	if err != nil {
 		return err
@@ -140,6 +143,32 @@ func (h *harness) preinstall(dir, stub string, c *caseDef) error {
 			return err
 		}
 		if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// preinstallWasm puts c's plugins into dir's plugin directory as WASM
+// modules, each told by its drop-in to make a typical plugin's adjustment
+// (an environment variable and the rest) without logging every event.
+func (h *harness) preinstallWasm(dir string, c *caseDef) error {
+	module, err := os.ReadFile(h.bins.wasmPlugin)
+	if err != nil {
+		return err
+	}
+	for _, sub := range []string{"plugins", "conf.d"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return err
+		}
+	}
+	for k := 0; k < c.Plugins; k++ {
+		name := fmt.Sprintf("%02d-bench%d", 10+k, k)
+		if err := os.WriteFile(filepath.Join(dir, "plugins", name), module, 0o755); err != nil {
+			return err
+		}
+		conf := fmt.Sprintf("name=bench%d quiet", k)
+		if err := os.WriteFile(filepath.Join(dir, "conf.d", name+".conf"), []byte(conf), 0o644); err != nil {
 			return err
 		}
 	}

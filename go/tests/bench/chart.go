@@ -24,6 +24,8 @@ var configColors = map[string]color.RGBA{
 	implUpstream + "/" + stubRust: {0x9e, 0xc9, 0xe8, 0xff}, // light blue
 	implNriRs + "/" + stubGo:      {0xd6, 0x4a, 0x0b, 0xff}, // orange-red
 	implNriRs + "/" + stubRust:    {0xf7, 0xa8, 0x5e, 0xff}, // light orange
+	implUpstream + "/" + stubWasm: {0x2c, 0xa0, 0x2c, 0xff}, // green
+	implNriRs + "/" + stubWasm:    {0x98, 0xdf, 0x8a, 0xff}, // light green
 	"floor":                       {0x55, 0x55, 0x55, 0xff},
 }
 
@@ -33,6 +35,9 @@ func configLabel(impl, stub string) string {
 	}
 	if stub == stubNone {
 		return impl + " runtime, no plugin"
+	}
+	if stub == stubWasm {
+		return impl + " runtime, WASM plugins"
 	}
 	return impl + " runtime, " + stub + "-stub plugins"
 }
@@ -111,7 +116,8 @@ func writeChart(r *results, path string) error {
 	text(10, 38, sub, color.RGBA{0x44, 0x44, 0x44, 0xff})
 	// Legend.
 	lx := 10
-	for _, k := range [][2]string{{implUpstream, stubGo}, {implUpstream, stubRust}, {implNriRs, stubGo}, {implNriRs, stubRust}, {"floor", ""}} {
+	for _, k := range [][2]string{{implUpstream, stubGo}, {implUpstream, stubRust}, {implNriRs, stubGo}, {implNriRs, stubRust},
+		{implUpstream, stubWasm}, {implNriRs, stubWasm}, {"floor", ""}} {
 		key := k[0] + "/" + k[1]
 		if k[0] == "floor" {
 			key = "floor"

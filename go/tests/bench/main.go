@@ -40,6 +40,8 @@ type settings struct {
 	Configs      string `json:"configs,omitempty"`
 	// Plugins of the runtime-layout experiment (-layout-plugins).
 	LayoutPlugins int `json:"layout_plugins,omitempty"`
+	// The WASM case runs (a module was given: -wasmplugin).
+	Wasm bool `json:"wasm,omitempty"`
 }
 
 type results struct {
@@ -60,6 +62,7 @@ func main() {
 	var (
 		bin        = flag.String("bin", "target/release", "directory with nri-bench-plugin and nri-bench-core")
 		goPlugin   = flag.String("goplugin", "", "the Go stub bench plugin (go/tests/bench/goplugin), built")
+		wasmPlugin = flag.String("wasmplugin", "", "the WASM plugin (go/tests/wasm/plugin) built for wasip1; without it no WASM case")
 		out        = flag.String("out", "performance.json", "results file (JSON)")
 		doc        = flag.String("doc", "", "regenerate this Markdown report from the results")
 		png        = flag.String("png", "", "write the latency plot here (PNG)")
@@ -148,7 +151,9 @@ func main() {
 	}
 	s.Configs = *configs
 	s.LayoutPlugins = *layoutPlug
-	res, err := run(s, binaries{goPlugin: *goPlugin, rustPlugin: *bin + "/nri-bench-plugin", core: *bin + "/nri-bench-core"},
+	s.Wasm = *wasmPlugin != ""
+	res, err := run(s, binaries{goPlugin: *goPlugin, rustPlugin: *bin + "/nri-bench-plugin", core: *bin + "/nri-bench-core",
+		wasmPlugin: *wasmPlugin},
 		*verbose, !*noLayouts, !*noInstr && !*smoke)
 	if err != nil {
 		fatal(err)
@@ -217,6 +222,14 @@ func caseList(s settings, req *requests) []*caseDef {
 	event("create-typical-1-launched", "CreateContainer, 1 typical plugin launched by the runtime",
 		"create", "typical", 1, 1, s.Ops, createOp)
 	out[len(out)-1].Launched = true
+	// A WASM plugin, run by the runtime itself (upstream: wazero; nri-rs:
+	// wasmtime), when its module was built.
+	if s.Wasm {
+		event("create-wasm-1", "CreateContainer, 1 WASM plugin (Go on upstream's pkg/api)", "create", "typical", 1, 1,
+			s.Ops, createOp)
+		out[len(out)-1].Launched = true
+		out[len(out)-1].configs = [][2]string{{implUpstream, stubWasm}, {implNriRs, stubWasm}}
+	}
 	// The largest reply a plugin may send (about 3.3 MB): the merge's cost.
 	event("create-large-1", "CreateContainer, 1 plugin with a 3.3 MB reply", "create", "large", 1, 1,
 		max(s.Ops/100, 5), createOp)

@@ -51,6 +51,7 @@ const (
 	stubGo       = "go"
 	stubRust     = "rust"
 	stubNone     = "none" // a case without plugins
+	stubWasm     = "wasm" // a WASM module on upstream's pkg/api (go/tests/wasm/plugin)
 )
 
 type syncCB = func(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error)
@@ -211,6 +212,7 @@ type binaries struct {
 	goPlugin   string // go/tests/bench/goplugin
 	rustPlugin string // nri-bench-plugin
 	core       string // nri-bench-core
+	wasmPlugin string // go/tests/wasm/plugin, built for wasip1
 }
 
 func (b binaries) plugin(stub string) string {
