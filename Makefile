@@ -172,6 +172,10 @@ test-go: build
 	for m in $(GO_MODULES); do \
 	  (cd $$m && $(GO_TEST_BINS) GOEXPERIMENT=cgocheck2 $(GO) test $(GO_TEST_FLAGS) -race ./...) || exit 1; \
 	done
+	@# The WASM tests skip themselves under -race, which makes upstream's
+	@# WASM compiler take minutes per module: run them without it.
+	cd go/tests && $(GO_TEST_BINS) $(GO) test $(GO_TEST_FLAGS) -count=1 ./wasm/
+	cd go/tests && $(GO_TEST_BINS) $(GO) test $(GO_TEST_FLAGS) -count=1 -run '^TestSmokeWasm$$' ./bench/
 	@# The spec generator's differential counts (the test passed above).
 	cd go && GOEXPERIMENT=cgocheck2 $(GO) test -race -count=1 -run '^TestDifferential$$' -v ./generate/ | grep '^spec generator'
 	for v in $(BUILD_AGAINST_VERSIONS); do tests/conformance/build-against.sh $$v || exit 1; done

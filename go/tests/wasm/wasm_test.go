@@ -59,6 +59,10 @@ var impls = []string{implUpstream, implNriRs}
 const requestTimeout = time.Second
 
 func TestMain(m *testing.M) {
+	if underRace {
+		fmt.Println("go/tests/wasm: skipped under -race (make test runs it without)")
+		os.Exit(0)
+	}
 	upstream.SetPluginRequestTimeout(requestTimeout)
 	nrirs.SetPluginRequestTimeout(requestTimeout)
 	nrilog.Set(recorder)
