@@ -26,26 +26,10 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	nrirs "github.com/nri-rs/nri-rs/go/adaptation"
+	"github.com/nri-rs/nri-rs/go/tests/internal/runtimeapi"
 )
 
-// runtimeAPI is what both adaptations export.
-type runtimeAPI interface {
-	Start() error
-	Stop()
-	RunPodSandbox(context.Context, *api.RunPodSandboxRequest) error
-	UpdatePodSandbox(context.Context, *api.UpdatePodSandboxRequest) (*api.UpdatePodSandboxResponse, error)
-	PostUpdatePodSandbox(context.Context, *api.PostUpdatePodSandboxRequest) error
-	StopPodSandbox(context.Context, *api.StopPodSandboxRequest) error
-	RemovePodSandbox(context.Context, *api.RemovePodSandboxRequest) error
-	CreateContainer(context.Context, *api.CreateContainerRequest) (*api.CreateContainerResponse, error)
-	PostCreateContainer(context.Context, *api.PostCreateContainerRequest) error
-	StartContainer(context.Context, *api.StartContainerRequest) error
-	PostStartContainer(context.Context, *api.PostStartContainerRequest) error
-	UpdateContainer(context.Context, *api.UpdateContainerRequest) (*api.UpdateContainerResponse, error)
-	PostUpdateContainer(context.Context, *api.PostUpdateContainerRequest) error
-	StopContainer(context.Context, *api.StopContainerRequest) (*api.StopContainerResponse, error)
-	RemoveContainer(context.Context, *api.RemoveContainerRequest) error
-}
+type runtimeAPI = runtimeapi.API
 
 const (
 	implUpstream = "upstream"
