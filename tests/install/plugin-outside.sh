@@ -35,7 +35,7 @@ quiet() {
 
 # Every crate meant for crates.io; the template needs the first five (the
 # kit reads YAML with nri-validator's decoder).
-crates=(nri-api nri-stub-macros nri-stub nri-plugin-kit nri-validator nri-spec nri-runtime nri-capi)
+crates=(nri-api nri-stub-macros nri-stub nri-plugin-kit nri-validator nri-spec nri-wasm nri-runtime nri-capi)
 needed=(nri-api nri-stub-macros nri-stub nri-plugin-kit nri-validator)
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$root/Cargo.toml")
 [ -n "$version" ] || fail "no [workspace.package] version in $root/Cargo.toml"
