@@ -68,7 +68,7 @@ pub use options::{
 };
 pub use sync::{EncodedState, PluginSyncBlock};
 pub use thread::core_threads;
-pub use wasm::{DEFAULT_WASM_MEMORY_LIMIT, WASM_DISABLED, WASM_SUPPORTED};
+pub use wasm::{DEFAULT_WASM_MEMORY_LIMIT, WASM_SUPPORTED};
 
 pub(crate) use shared::Core;
 

@@ -237,13 +237,10 @@ impl Plugin {
                 })
                 .await
             }
-            Transport::Wasm(w) => {
-                let bytes: Arc<[u8]> = req
-                    .write_to_bytes()
-                    .map_err(|e| Error::Start(format!("failed to configure plugin: {e}")))?
-                    .into();
-                self.call_wasm(w, "Configure", bytes, timeout).await
-            }
+            Transport::Wasm(w) => match req.write_to_bytes() {
+                Ok(bytes) => self.call_wasm(w, "Configure", bytes.into(), timeout).await,
+                Err(e) => Err(self.builtin_error(Box::new(e))),
+            },
         }
         .map_err(|e| Error::Start(format!("failed to configure plugin: {e}")))?;
 

@@ -12,9 +12,6 @@ use std::time::Duration;
 /// Whether this build runs WASM plugins.
 pub const WASM_SUPPORTED: bool = cfg!(feature = "wasm");
 
-/// Upstream's text for a build without WASM (`ErrWasmDisabled`).
-pub const WASM_DISABLED: &str = "WASM support is disabled (at build time)";
-
 /// A loaded module. Without the feature there is none: the type is empty.
 #[cfg(feature = "wasm")]
 pub(crate) struct WasmPlugin(std::sync::Arc<nri_wasm::Plugin>);

@@ -152,12 +152,6 @@ impl std::fmt::Debug for Plugin {
     }
 }
 
-/// Whether `bytes` start like a WebAssembly module (magic and version 1),
-/// which is how upstream tells a WASM plugin from an executable.
-pub fn is_module(bytes: &[u8]) -> bool {
-    bytes.starts_with(b"\0asm\x01\0\0\0")
-}
-
 impl Plugin {
     /// Prepares and instantiates `wasm`, runs its `_initialize` (WASI's
     /// reactor start; upstream's start function) within `init_timeout`,
