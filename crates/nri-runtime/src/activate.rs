@@ -32,6 +32,7 @@ pub(crate) async fn start_plugins(
             Transport::Builtin(b.handlers.clone()),
             Arc::clone(&core),
         ));
+        hold_name(&core, &p);
         p.configure().await.map_err(|e| {
             Error::Start(format!(
                 "failed to initialize/start builtin NRI plugin {:?}: {e}",
@@ -121,8 +122,20 @@ async fn load_wasm(core: &Arc<Core>, d: &launch::Discovered) -> Result<Arc<Plugi
         Transport::Wasm(module),
         Arc::clone(core),
     ));
+    hold_name(core, &p);
     p.configure().await?;
     Ok(p)
+}
+
+/// With an identity policy, a plugin the runtime configured holds its name
+/// against external plugins.
+fn hold_name(core: &Arc<Core>, p: &Arc<Plugin>) {
+    if core.identities.is_some() {
+        let claim = core
+            .names
+            .hold(&p.base, &p.idx, p.qualified_name(), p.identity.clone());
+        p.keep_name(claim);
+    }
 }
 
 /// Synchronizes a newly connected external plugin and makes it active.

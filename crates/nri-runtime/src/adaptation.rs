@@ -77,6 +77,8 @@ impl Adaptation {
             activate_within_sync: opts.activate_within_sync,
             plugin_request_timeouts: opts.plugin_request_timeouts,
             plugin_handover: opts.plugin_handover,
+            identities: opts.identities,
+            names: Default::default(),
             wasm_memory_limit: opts.wasm_memory_limit,
             pod_guard: opts
                 .validator
@@ -272,6 +274,17 @@ impl Adaptation {
             .filter(|p| !p.is_closed())
             .map(|p| p.name.clone())
             .collect()
+    }
+
+    /// The identity of the active plugin `idx-name`, as recorded when it
+    /// connected or was launched (none for builtin and WASM plugins). A
+    /// runtime's own checks may use it to tell who stands behind a name.
+    pub fn plugin_identity(&self, name: &str) -> Option<crate::PeerIdentity> {
+        self.core
+            .snapshot()
+            .iter()
+            .find(|p| p.name == name && !p.is_closed())
+            .and_then(|p| p.identity.clone())
     }
 
     pub async fn run_pod_sandbox(&self, req: RunPodSandboxRequest) -> Result<(), Error> {

@@ -14,10 +14,13 @@ use tokio::sync::{oneshot, Semaphore};
 
 use super::child::Child;
 use super::error::peer_text;
+use super::identity::PeerIdentity;
+use super::names::NameClaim;
 use super::plugin::{Origin, Plugin, Transport};
 use super::replies::Replies;
 use super::{Core, Error};
 use nri_api::mux::{self, Mux};
+use nri_api::quote::go_quote;
 use nri_api::{self as api, ttrpc::PluginClient};
 
 /// Most unsolicited update requests one plugin may have in flight; more are
@@ -58,14 +61,17 @@ pub(crate) struct Launched {
     pub(crate) child: Child,
 }
 
-/// Registration as reported by the plugin: (name, idx).
-type Registration = Result<(String, String), String>;
+/// Registration as reported by the plugin: (name, idx), with its hold on
+/// the name when the runtime has an identity policy.
+type Registration = Result<(String, String, Option<NameClaim>), String>;
 
 /// Per-connection state of the Runtime service the plugin calls.
 struct RuntimeService {
     core: Weak<Core>,
     /// Launched plugins are named by their file; anything they send is accepted.
     check_identity: bool,
+    /// The peer's process, as the kernel reported it when it connected.
+    identity: Option<PeerIdentity>,
     registered: Mutex<Option<oneshot::Sender<Registration>>>,
     /// Set once the plugin has registered: only then may it call UpdateContainers.
     plugin: OnceLock<Weak<Plugin>>,
@@ -76,6 +82,33 @@ struct RuntimeService {
 }
 
 impl RuntimeService {
+    /// Checks an external registration against the runtime's identity
+    /// policy, if it has one, and takes the name for the plugin.
+    fn admit(&self, base: &str, idx: &str) -> Result<Option<NameClaim>, String> {
+        let Some(core) = self.core.upgrade() else {
+            return Ok(None);
+        };
+        let Some(policy) = &core.identities else {
+            return Ok(None);
+        };
+        let Some(id) = &self.identity else {
+            return Err("plugin identity unknown: the kernel gave no peer credentials".into());
+        };
+        if !policy.permits(idx, base, id) {
+            return Err(format!(
+                "plugin {} may not register: no identity rule admits {id}",
+                go_quote(&format!("{idx}-{base}"))
+            ));
+        }
+        let who = match id.pid {
+            Some(pid) => format!("external:{idx}-{base}[{pid}]"),
+            None => format!("external:{idx}-{base}"),
+        };
+        core.names
+            .take(base, idx, who, id, core.plugin_handover)
+            .map(Some)
+    }
+
     /// Refuses a request that breaks the protocol, and closes the
     /// connection once it has refused too many.
     fn refuse(&self, code: ttrpc::Code, msg: &str) -> ttrpc::Error {
@@ -117,27 +150,39 @@ impl api::ttrpc::Runtime for RuntimeService {
         } else {
             &req.NRI_version
         };
-        info!(
-            "plugin {}-{} registering, NRI version {}",
+        let full_name = format!(
+            "{}-{}",
             peer_text(&req.plugin_idx),
-            peer_text(&req.plugin_name),
+            peer_text(&req.plugin_name)
+        );
+        info!(
+            "plugin {full_name} registering, NRI version {}",
             peer_text(&version)
         );
+        if let Some(id) = &self.identity {
+            info!("plugin {full_name} connected as {}", peer_text(id));
+        }
+        let mut claim = None;
         if self.check_identity {
             let checked = api::check_plugin_name(&req.plugin_name)
                 .map_err(|e| format!("invalid plugin name: {e}"))
                 .and_then(|()| {
                     api::check_plugin_index(&req.plugin_idx)
                         .map_err(|e| format!("invalid plugin index: {e}"))
-                });
-            if let Err(msg) = checked {
-                let _ = tx.send(Err(msg.clone()));
-                // Upstream's handler returns a plain Go error, which Go's
-                // ttrpc server sends as `Unknown` with the error's text.
-                return Err(status(ttrpc::Code::UNKNOWN, msg));
+                })
+                .and_then(|()| self.admit(&req.plugin_name, &req.plugin_idx));
+            match checked {
+                Ok(held) => claim = held,
+                Err(msg) => {
+                    warn!("refusing plugin registration: {}", peer_text(&msg));
+                    let _ = tx.send(Err(msg.clone()));
+                    // Upstream's handler returns a plain Go error, which Go's
+                    // ttrpc server sends as `Unknown` with the error's text.
+                    return Err(status(ttrpc::Code::UNKNOWN, msg));
+                }
             }
         }
-        let _ = tx.send(Ok((req.plugin_name, req.plugin_idx)));
+        let _ = tx.send(Ok((req.plugin_name, req.plugin_idx, claim)));
         Ok(api::Empty::default())
     }
 
@@ -178,11 +223,12 @@ pub(crate) async fn connect(
     launched: Option<Launched>,
 ) -> Result<Arc<Plugin>, Error> {
     // The credentials of a socketpair name whoever created it (the host),
-    // so a launched plugin's pid is its process's.
-    let pid = match &launched {
-        Some(l) => Some(l.child.pid()),
-        None => stream.peer_cred().ok().and_then(|c| c.pid()),
+    // so a launched plugin's identity is read from its process.
+    let identity = match &launched {
+        Some(l) => Some(PeerIdentity::of_child(l.child.pid())),
+        None => PeerIdentity::of_socket(&stream),
     };
+    let pid = identity.as_ref().and_then(|id| id.pid);
     let origin = if launched.is_some() {
         Origin::Launched
     } else {
@@ -205,6 +251,7 @@ pub(crate) async fn connect(
     let service = Arc::new(RuntimeService {
         core: Arc::downgrade(&core),
         check_identity: launched.is_none(),
+        identity: identity.clone(),
         registered: Mutex::new(Some(registered_tx)),
         plugin: OnceLock::new(),
         updates_in_flight: Semaphore::new(MAX_UPDATE_REQUESTS_IN_FLIGHT),
@@ -233,9 +280,16 @@ pub(crate) async fn connect(
         mux.set_receive_limits(mux::ReceiveLimits::default());
         mux.leave_budget();
     }
-    let (base, idx, config, dropin_timeout, child) = match (registration, launched) {
-        (Ok((name, idx)), None) => (name, idx, String::new(), None, None),
-        (Ok(_), Some(l)) => (l.base, l.idx, l.config, l.request_timeout, Some(l.child)),
+    let (base, idx, config, dropin_timeout, child, claim) = match (registration, launched) {
+        (Ok((name, idx, claim)), None) => (name, idx, String::new(), None, None, claim),
+        (Ok(_), Some(l)) => {
+            let claim = core.identities.as_ref().map(|_| {
+                let who = format!("pre-connected:{}-{}[{}]", l.idx, l.base, l.child.pid());
+                core.names.hold(&l.base, &l.idx, who, identity.clone())
+            });
+            let (config, timeout) = (l.config, l.request_timeout);
+            (l.base, l.idx, config, timeout, Some(l.child), claim)
+        }
         (Err(reason), launched) => {
             // Let a rejected plugin read why before the connection goes;
             // it normally hangs up itself right away.
@@ -252,7 +306,7 @@ pub(crate) async fn connect(
         base,
         idx,
         origin,
-        pid,
+        identity,
         config,
         dropin_timeout,
         Transport::Ttrpc {
@@ -264,6 +318,9 @@ pub(crate) async fn connect(
         },
         core.clone(),
     ));
+    if let Some(claim) = claim {
+        plugin.keep_name(claim);
+    }
     watch_connection(&core, &plugin, mux);
     // Registered: from now on the plugin may ask for updates. Not later: a
     // stub may do so as soon as it has answered Synchronize, before the

@@ -47,8 +47,10 @@ mod child;
 mod connect;
 mod dropin;
 mod error;
+mod identity;
 mod launch;
 mod listener;
+mod names;
 mod options;
 mod plugin;
 mod replies;
@@ -62,6 +64,7 @@ pub use adaptation::Adaptation;
 pub use builtin::{BuiltinHandlers, BuiltinPlugin};
 pub use callbacks::{Deprecation, DeprecationRecorder, Metrics, SyncCb, SyncFn, UpdateFn};
 pub use error::{BoxError, Error};
+pub use identity::{IdentityPolicy, PeerIdentity, PolicyError};
 pub use options::{
     set_plugin_registration_timeout, set_plugin_request_timeout, Options,
     DEFAULT_PLUGIN_CONFIG_PATH, DEFAULT_PLUGIN_PATH, DEFAULT_SOCKET_PATH, NRI_VERSION,

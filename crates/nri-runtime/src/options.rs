@@ -54,6 +54,7 @@ pub struct Options {
     pub(crate) activate_within_sync: bool,
     pub(crate) plugin_request_timeouts: std::collections::HashMap<String, Duration>,
     pub(crate) plugin_handover: bool,
+    pub(crate) identities: Option<crate::IdentityPolicy>,
     /// The default validator's configuration, if enabled.
     pub(crate) validator: Option<nri_validator::DefaultValidatorConfig>,
     pub(crate) max_pending_connections: usize,
@@ -80,6 +81,7 @@ impl Default for Options {
             activate_within_sync: false,
             plugin_request_timeouts: Default::default(),
             plugin_handover: false,
+            identities: None,
             validator: None,
             max_pending_connections: 1024,
             runtime: None,
@@ -234,6 +236,22 @@ impl Options {
     /// upstream's: a runtime opts in.
     pub fn plugin_handover(mut self, on: bool) -> Self {
         self.plugin_handover = on;
+        self
+    }
+    /// Checks who registers external plugins: a plugin may register under
+    /// a name only if `policy` admits its identity (the uid, gid, pid,
+    /// executable and cgroup of its process, recorded when it connected)
+    /// for that name, and only if no live plugin holds the name (its base
+    /// name, whatever the index, so `99-foo` cannot stand in for a
+    /// required `foo`). With [`plugin_handover`](Self::plugin_handover), a
+    /// new instance may take over a name from an instance of the same
+    /// `idx-name` with the same uid, gid and executable. A refused plugin
+    /// is told why (`plugin name "foo" is held by external:10-foo[42]`)
+    /// and disconnected. Builtin, pre-installed and WASM plugins are not
+    /// checked, but hold their names too. Upstream lets any process that
+    /// can reach the socket register under any name; off by default.
+    pub fn plugin_identities(mut self, policy: crate::IdentityPolicy) -> Self {
+        self.identities = Some(policy);
         self
     }
     /// Most external connections in the registration handshake at once;

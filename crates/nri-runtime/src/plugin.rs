@@ -17,6 +17,8 @@ use super::child::Child;
 use super::error::{
     grpc_code_name, is_oversized_message, is_oversized_reply, is_request_deadline, peer_text,
 };
+use super::identity::PeerIdentity;
+use super::names::NameClaim;
 use super::wasm::{self, WasmPlugin};
 use super::{Core, Deprecation, Error};
 use nri_api::mux::Mux;
@@ -58,7 +60,11 @@ pub(crate) struct Plugin {
     /// `idx-base`: the name in ownership records, errors and metrics.
     pub(crate) name: String,
     pub(crate) origin: Origin,
-    pub(crate) pid: Option<i32>,
+    /// Its process, for a ttrpc plugin (the kernel's word at connect time).
+    pub(crate) identity: Option<PeerIdentity>,
+    /// Its hold on its name, given up when it closes (only with an
+    /// identity policy).
+    name_claim: Mutex<Option<NameClaim>>,
     /// Drop-in configuration handed over in Configure.
     pub(crate) config: String,
     /// This plugin's request timeout, if not the adaptation's: the
@@ -83,7 +89,7 @@ impl Plugin {
         base: String,
         idx: String,
         origin: Origin,
-        pid: Option<i32>,
+        identity: Option<PeerIdentity>,
         config: String,
         dropin_timeout: Option<Duration>,
         transport: Transport,
@@ -102,7 +108,8 @@ impl Plugin {
             base,
             idx,
             origin,
-            pid,
+            identity,
+            name_claim: Mutex::new(None),
             config,
             transport,
             events: AtomicI32::new(0),
@@ -123,9 +130,18 @@ impl Plugin {
             Origin::Builtin => "builtin",
             Origin::Wasm => "pre-connected-wasm",
         };
-        match self.pid {
+        match self.identity.as_ref().and_then(|id| id.pid) {
             Some(pid) => format!("{origin}:{}[{pid}]", self.name),
             None => format!("{origin}:{}", self.name),
+        }
+    }
+
+    /// Makes the plugin the holder of `claim` until it closes.
+    pub(crate) fn keep_name(&self, claim: NameClaim) {
+        let mut held = self.name_claim.lock().unwrap_or_else(|e| e.into_inner());
+        // Closed meanwhile: close() found nothing to give up.
+        if !self.is_closed() {
+            *held = Some(claim);
         }
     }
 
@@ -182,6 +198,12 @@ impl Plugin {
         if self.closed.swap(true, Ordering::AcqRel) {
             return;
         }
+        drop(
+            self.name_claim
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
         if let Transport::Ttrpc {
             mux, server, child, ..
         } = &self.transport

@@ -38,6 +38,11 @@ pub(crate) struct Core {
     /// Whether a plugin replaces a connected one of its `idx-name`
     /// ([`Options::plugin_handover`](crate::Options::plugin_handover)).
     pub(crate) plugin_handover: bool,
+    /// Who may register which names, if the runtime says
+    /// ([`Options::plugin_identities`](crate::Options::plugin_identities)).
+    pub(crate) identities: Option<crate::IdentityPolicy>,
+    /// The names plugins hold (kept only with `identities`).
+    pub(crate) names: Arc<crate::names::Names>,
     /// [`Options::wasm_memory_limit`](crate::Options::wasm_memory_limit).
     pub(crate) wasm_memory_limit: usize,
     /// Checks a pod's required plugins, when they guard pods

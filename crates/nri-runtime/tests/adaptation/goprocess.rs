@@ -61,7 +61,34 @@ impl GoPlugin {
     /// Starts `idx-name` against the harness's socket with `script` (its
     /// `log` is set here). The script goes in a file: it may be megabytes.
     /// The same name may be started more than once in one harness.
-    pub fn start(h: &Harness, name: &str, idx: &str, mut script: Value) -> GoPlugin {
+    pub fn start(h: &Harness, name: &str, idx: &str, script: Value) -> GoPlugin {
+        GoPlugin::spawn(h, name, idx, script, |_| {})
+    }
+
+    /// [`start`](Self::start) as another user: the process runs with `uid`
+    /// and `gid` (the caller must be root, and the harness's directory and
+    /// socket open to them).
+    pub fn start_as(
+        h: &Harness,
+        name: &str,
+        idx: &str,
+        script: Value,
+        uid: u32,
+        gid: u32,
+    ) -> GoPlugin {
+        use std::os::unix::process::CommandExt;
+        GoPlugin::spawn(h, name, idx, script, |cmd| {
+            cmd.uid(uid).gid(gid);
+        })
+    }
+
+    fn spawn(
+        h: &Harness,
+        name: &str,
+        idx: &str,
+        mut script: Value,
+        setup: impl FnOnce(&mut Command),
+    ) -> GoPlugin {
         static STARTED: AtomicUsize = AtomicUsize::new(0);
         let tag = format!("{idx}-{name}-{}", STARTED.fetch_add(1, Ordering::Relaxed));
         let log = h.dir.path().join(format!("{tag}.jsonl"));
@@ -70,14 +97,14 @@ impl GoPlugin {
         std::fs::write(&script_path, script.to_string()).unwrap();
         let stderr_path = h.dir.path().join(format!("{tag}.stderr"));
         let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let child = Command::new(go_plugin())
-            .stderr(stderr)
+        let mut cmd = Command::new(go_plugin());
+        cmd.stderr(stderr)
             .arg("-socket")
             .arg(&h.socket)
             .args(["-name", name, "-idx", idx, "-script"])
-            .arg(&script_path)
-            .spawn()
-            .unwrap();
+            .arg(&script_path);
+        setup(&mut cmd);
+        let child = cmd.spawn().unwrap();
         GoPlugin {
             child,
             log,

@@ -8,6 +8,7 @@ mod goplugin;
 #[allow(dead_code)]
 mod goprocess;
 mod handshake;
+mod identity;
 mod joining;
 mod lifecycle;
 mod metrics;
