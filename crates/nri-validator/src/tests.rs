@@ -831,6 +831,7 @@ mod config {
             reject_sysctl_adjustment: true,
             required_plugins: vec!["a".into(), "10-b".into()],
             tolerate_missing_annotation: "tolerate".into(),
+            plugin_permissions: Vec::new(),
         }
     }
 
