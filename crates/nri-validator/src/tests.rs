@@ -817,6 +817,8 @@ fn constants() {
     );
 }
 
+mod plugin_permissions;
+
 mod config {
     use super::*;
 
