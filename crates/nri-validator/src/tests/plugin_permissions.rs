@@ -301,6 +301,18 @@ fn upstreams_checks_report_first() {
             .validate(&c),
         Err(r#"validation error: plugin "20-b" attempted restricted OCI hook injection"#.into())
     );
+    // Sysctl is upstream's last check; permissions come after it.
+    let c = DefaultValidatorConfig {
+        reject_sysctl_adjustment: true,
+        ..cfg(ANNOTATIONS_ONLY)
+    };
+    assert_eq!(
+        request()
+            .sysctl("net.x", "1")
+            .claim_key(Field::Sysctl, "net.x", "20-b")
+            .validate(&c),
+        Err("validation error: attempted restricted sysctl adjustment by plugin(s) 20-b".into())
+    );
     // Both must agree: allowed by permissions, still refused globally.
     let c = DefaultValidatorConfig {
         reject_sysctl_adjustment: true,
