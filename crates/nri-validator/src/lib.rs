@@ -40,7 +40,8 @@ pub const DEFAULT_VALIDATOR_INDEX: &str = "00";
 /// Keys are read in upstream's YAML spelling (`rejectOCIHookAdjustment`) and
 /// in its TOML spelling (`reject_oci_hook_adjustment`); they are written in
 /// the YAML one. Missing or null keys take the default, unknown keys are
-/// ignored, as with Go's decoders.
+/// ignored, as with Go's decoders; only the entries of our own
+/// `pluginPermissions` refuse unknown keys.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DefaultValidatorConfig {
@@ -133,7 +134,8 @@ impl DefaultValidatorConfig {
     ///
     /// An error ends with the key path (`invalid type: string "yes",
     /// expected a boolean, at rejectOCIHookAdjustment`). Unknown keys are ignored,
-    /// as upstream does, with a warning naming each.
+    /// as upstream does, with a warning naming each, except inside a
+    /// `pluginPermissions` entry, where they are errors.
     pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
         Self::from_yaml_in("default validator config", text)
     }
