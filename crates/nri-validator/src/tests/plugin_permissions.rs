@@ -632,3 +632,12 @@ fn every_field_has_exactly_one_kind() {
         .collect();
     assert_eq!(devices, ["Devices", "CdiDevices"]);
 }
+
+#[test]
+fn an_empty_request_passes_with_permissions_on() {
+    let v = DefaultValidator::new(cfg(ANNOTATIONS_ONLY));
+    assert_eq!(
+        v.validate(&ValidateContainerAdjustmentRequest::new()),
+        Ok(())
+    );
+}
