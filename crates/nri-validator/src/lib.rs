@@ -8,6 +8,7 @@
 //! this port differs from upstream.
 
 pub mod annotations;
+pub mod permissions;
 pub mod yaml;
 
 #[cfg(test)]
@@ -25,6 +26,9 @@ use nri_api::{
 };
 
 pub use annotations::{effective_annotation, ANNOTATION_DOMAIN, REQUIRED_PLUGINS_ANNOTATION};
+pub use permissions::{
+    permission_kind, PermissionKind, PluginPermissions, UnknownPermissionKind, ANY_PLUGIN,
+};
 
 /// Base name the default validator registers under.
 pub const DEFAULT_VALIDATOR_NAME: &str = "default-validator";
@@ -36,7 +40,8 @@ pub const DEFAULT_VALIDATOR_INDEX: &str = "00";
 /// Keys are read in upstream's YAML spelling (`rejectOCIHookAdjustment`) and
 /// in its TOML spelling (`reject_oci_hook_adjustment`); they are written in
 /// the YAML one. Missing or null keys take the default, unknown keys are
-/// ignored, as with Go's decoders.
+/// ignored, as with Go's decoders; only the entries of our own
+/// `pluginPermissions` refuse unknown keys.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct DefaultValidatorConfig {
@@ -108,6 +113,17 @@ pub struct DefaultValidatorConfig {
         deserialize_with = "null_as_default"
     )]
     pub tolerate_missing_annotation: String,
+    /// Per-plugin permissions, an nri-rs extension. Empty: every plugin may
+    /// change everything, as upstream. Otherwise each change must be of a
+    /// kind the changing plugin's entry allows (see [`permissions`]).
+    /// Written only when non-empty, so upstream configurations round-trip.
+    #[serde(
+        rename = "pluginPermissions",
+        alias = "plugin_permissions",
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub plugin_permissions: Vec<PluginPermissions>,
 }
 
 impl DefaultValidatorConfig {
@@ -118,7 +134,8 @@ impl DefaultValidatorConfig {
     ///
     /// An error ends with the key path (`invalid type: string "yes",
     /// expected a boolean, at rejectOCIHookAdjustment`). Unknown keys are ignored,
-    /// as upstream does, with a warning naming each.
+    /// as upstream does, with a warning naming each, except inside a
+    /// `pluginPermissions` entry, where they are errors.
     pub fn from_yaml(text: &str) -> Result<Self, ConfigError> {
         Self::from_yaml_in("default validator config", text)
     }
@@ -206,6 +223,36 @@ pub enum Violation {
     RequiredPluginsMissing { missing: Vec<String> },
     /// Plugins adjusted sysctls: one owner per adjusted key, in key order.
     SysctlAdjustment { owners: Vec<String> },
+    /// A plugin made a change its permissions do not allow. Of several,
+    /// the first by container (the validated one first, then by ID), field
+    /// number, key and plugin; `more` counts the others.
+    NotPermitted {
+        /// The plugin, without any clear marker.
+        plugin: String,
+        /// The container changed, if it is not the one being validated.
+        container: Option<String>,
+        /// The `Field` number, possibly one this version does not know.
+        field: i32,
+        /// The field's kind; `None` if the field is unknown.
+        kind: Option<PermissionKind>,
+        /// The key of a compound field.
+        key: Option<String>,
+        /// How many other changes were not permitted.
+        more: usize,
+    },
+    /// A plugin added a mount whose host source lies outside its
+    /// `mountSources`. Of several, the first in the adjustment's order;
+    /// `more` counts the others.
+    MountSourceNotPermitted {
+        /// The plugin that owns the mount's destination.
+        plugin: String,
+        /// Where the mount goes in the container.
+        destination: String,
+        /// The host path refused.
+        source: String,
+        /// How many other mounts were refused.
+        more: usize,
+    },
 }
 
 /// The kind of seccomp profile a container had before any plugin ran.
@@ -276,8 +323,57 @@ impl fmt::Display for Violation {
                 "attempted restricted sysctl adjustment by plugin(s) {}",
                 owners.join(", ")
             ),
+            Violation::NotPermitted {
+                plugin,
+                container,
+                field,
+                kind,
+                key,
+                more,
+            } => {
+                let plugin = go_quote(plugin);
+                match (kind, permissions::field_name(*field)) {
+                    (Some(kind), Some(name)) => {
+                        write!(f, "plugin {plugin} not permitted to adjust {kind}: {name}")?;
+                        if let Some(key) = key {
+                            write!(f, " {}", go_quote(key))?;
+                        }
+                        if let Some(container) = container {
+                            write!(f, " of container {}", go_quote(container))?;
+                        }
+                    }
+                    _ => write!(
+                        f,
+                        "plugin {plugin} not permitted to adjust field {field}, unknown to this validator"
+                    )?,
+                }
+                write_more(f, *more)
+            }
+            Violation::MountSourceNotPermitted {
+                plugin,
+                destination,
+                source,
+                more,
+            } => {
+                write!(
+                    f,
+                    "plugin {} not permitted to mount {} at {}: source outside its mountSources",
+                    go_quote(plugin),
+                    go_quote(source),
+                    go_quote(destination)
+                )?;
+                write_more(f, *more)
+            }
         }
     }
+}
+
+/// The tail of a message that reports one of several refusals.
+fn write_more(f: &mut fmt::Formatter<'_>, more: usize) -> fmt::Result {
+    if more > 0 {
+        write!(f, ", and {more} more not permitted")?;
+    }
+    Ok(())
 }
 
 /// The default validator.
@@ -303,8 +399,8 @@ impl DefaultValidator {
     }
 
     /// Checks a container adjustment. The checks run in upstream's order,
-    /// OCI hooks, seccomp, namespaces, required plugins, sysctl, and the
-    /// first failure is returned.
+    /// OCI hooks, seccomp, namespaces, required plugins, sysctl, then the
+    /// plugin permissions, and the first failure is returned.
     pub fn validate(
         &self,
         req: &ValidateContainerAdjustmentRequest,
@@ -332,7 +428,12 @@ impl DefaultValidator {
             // The only check that can also fail on a malformed annotation.
             None => self.check_required_plugins(req)?,
         };
-        match violation.or_else(|| self.check_sysctl(req)) {
+        // Permissions come last so that, whatever they say, upstream's
+        // checks report exactly what upstream would.
+        let violation = violation
+            .or_else(|| self.check_sysctl(req))
+            .or_else(|| permissions::check(&self.cfg.plugin_permissions, req));
+        match violation {
             Some(violation) => Err(ValidationError::Rejected(violation)),
             None => Ok(()),
         }

@@ -817,6 +817,8 @@ fn constants() {
     );
 }
 
+mod plugin_permissions;
+
 mod config {
     use super::*;
 
@@ -831,6 +833,7 @@ mod config {
             reject_sysctl_adjustment: true,
             required_plugins: vec!["a".into(), "10-b".into()],
             tolerate_missing_annotation: "tolerate".into(),
+            plugin_permissions: Vec::new(),
         }
     }
 
