@@ -9,7 +9,10 @@ use protobuf::{Message, MessageField};
 
 use nri_api::{PluginInstance, ValidateContainerAdjustmentRequest};
 use nri_runtime::fuzzing::CreateResult;
-use nri_validator::{yaml, DefaultValidator, DefaultValidatorConfig, REQUIRED_PLUGINS_ANNOTATION};
+use nri_validator::{
+    yaml, DefaultValidator, DefaultValidatorConfig, PermissionKind, PluginPermissions, ANY_PLUGIN,
+    REQUIRED_PLUGINS_ANNOTATION,
+};
 
 use crate::merge::{plugin_name, Reply};
 
@@ -53,6 +56,10 @@ struct Case {
     /// Decoded as the request the merge then completes.
     base: Vec<u8>,
     replies: Vec<Reply>,
+    /// Per-plugin permissions: the plugin (255: any), a bit per kind of
+    /// `PermissionKind::ALL`, and the mount sources (absolute ones kept,
+    /// as the configuration decoder allows only those).
+    permissions: Vec<(u8, u16, Option<Vec<String>>)>,
 }
 
 /// Input: bytes `arbitrary` turns into a configuration, pod annotations
@@ -77,6 +84,28 @@ pub fn validator(data: &[u8]) {
         } else {
             String::new()
         },
+        plugin_permissions: case
+            .permissions
+            .iter()
+            .map(|(plugin, kinds, sources)| PluginPermissions {
+                plugins: vec![match plugin {
+                    255 => ANY_PLUGIN.to_string(),
+                    i => plugin_name(*i as usize),
+                }],
+                allow: PermissionKind::ALL
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(i, _)| kinds & (1 << i) != 0)
+                    .map(|(_, kind)| kind)
+                    .collect(),
+                mount_sources: sources.as_ref().map(|s| {
+                    s.iter()
+                        .filter(|p| p.starts_with('/') && !p.contains(".."))
+                        .cloned()
+                        .collect()
+                }),
+            })
+            .collect(),
     };
 
     let mut req =

@@ -119,6 +119,11 @@ type Adaptation struct {
 	pluginHandover bool
 	// Request timeouts of single plugins (WithPluginRequestTimeout).
 	pluginTimeouts map[string]time.Duration
+	// Who may register which plugin names (WithPluginIdentities; nil: anyone).
+	identities []PluginIdentity
+	// What the default validator lets each plugin change
+	// (WithDefaultValidatorPluginPermissions; nil: everything).
+	permissions []PluginPermissions
 
 	core *C.nri_adaptation
 }
@@ -342,10 +347,20 @@ func (r *Adaptation) createCore() error {
 			return nil
 		},
 		func() error {
+			if r.identities == nil {
+				return nil
+			}
+			policy, err := identityPolicyJSON(r.identities)
+			if err != nil {
+				return err
+			}
+			return withString(policy, func(s *C.char) C.nri_status { return C.nri_options_set_plugin_identities(opts, s, &cerr) })
+		},
+		func() error {
 			if r.validator == nil {
 				return nil
 			}
-			cfg, err := validatorConfigJSON(r.validator)
+			cfg, err := validatorConfigJSON(r.validator, r.permissions)
 			if err != nil {
 				return err
 			}
@@ -397,7 +412,7 @@ func (r *Adaptation) createCore() error {
 // upstream's YAML keys, which the core reads. The keys come from the
 // struct's own tags, so the fields are those of the release the runtime
 // builds with (v0.10.x has no rejectSysctlAdjustment).
-func validatorConfigJSON(cfg *validator.DefaultValidatorConfig) (string, error) {
+func validatorConfigJSON(cfg *validator.DefaultValidatorConfig, perms []PluginPermissions) (string, error) {
 	fields := map[string]any{}
 	v := reflect.ValueOf(cfg).Elem()
 	for i := 0; i < v.NumField(); i++ {
@@ -406,6 +421,9 @@ func validatorConfigJSON(cfg *validator.DefaultValidatorConfig) (string, error) 
 			continue
 		}
 		fields[key] = v.Field(i).Interface()
+	}
+	if perms != nil {
+		fields["pluginPermissions"] = permissionsJSON(perms)
 	}
 	b, err := json.Marshal(fields)
 	return string(b), err

@@ -3,6 +3,7 @@
 package adaptation
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -110,4 +111,111 @@ func WithPluginHandover() Option {
 		r.pluginHandover = true
 		return nil
 	}
+}
+
+// PluginIdentity grants the identities it describes the plugin names in
+// Plugins (an idx-name, a name whatever the index, or "*" for any). An
+// identity is what the kernel says of a plugin's process when it connects:
+// each criterion given must hold (its uid among UIDs, its gid among GIDs,
+// its executable among Executables, its cgroup at or below one of
+// Cgroups); one left empty holds for anyone.
+type PluginIdentity struct {
+	Plugins     []string
+	UIDs        []uint32
+	GIDs        []uint32
+	Executables []string
+	Cgroups     []string
+}
+
+// WithPluginIdentities makes the adaptation check who registers external
+// plugins: a plugin may register under a name only if one of rules grants
+// its identity that name, and only while no other live plugin holds the
+// name, whatever its index (so "99-foo" cannot stand in for a required
+// "foo", nor anyone for the builtin default validator). With
+// WithPluginHandover, a new instance of the same idx-name, uid, gid and
+// executable may take a name over. A refused plugin is told why and
+// disconnected. Builtin, pre-installed and WASM plugins are not checked,
+// but hold their names too. Given no rules, no external plugin may
+// register. Without it, as upstream, any process that can reach the
+// socket may register under any name.
+func WithPluginIdentities(rules ...PluginIdentity) Option {
+	return func(r *Adaptation) error {
+		for i, rule := range rules {
+			if len(rule.Plugins) == 0 {
+				return fmt.Errorf("plugin identity rule %d names no plugins", i)
+			}
+		}
+		r.identities = append([]PluginIdentity{}, rules...)
+		return nil
+	}
+}
+
+// identityPolicyJSON encodes rules as the core's policy.
+func identityPolicyJSON(rules []PluginIdentity) (string, error) {
+	type rule struct {
+		Plugins     []string `json:"plugins"`
+		UIDs        []uint32 `json:"uids,omitempty"`
+		GIDs        []uint32 `json:"gids,omitempty"`
+		Executables []string `json:"executables,omitempty"`
+		Cgroups     []string `json:"cgroups,omitempty"`
+	}
+	policy := struct {
+		Rules []rule `json:"rules"`
+	}{Rules: []rule{}}
+	for _, r := range rules {
+		policy.Rules = append(policy.Rules, rule(r))
+	}
+	b, err := json.Marshal(policy)
+	return string(b), err
+}
+
+// PluginPermissions says what the default validator lets some plugins
+// change: Plugins are idx-names, names whatever the index, or "*"; Allow
+// lists kinds of change ("annotations", "mounts", "ociHooks", "devices",
+// "env", "args", "resources", "cgroupsPath", "oomScoreAdj", "rlimits",
+// "ioPriority", "seccomp", "namespaces", "sysctls", "netDevices",
+// "scheduler"). MountSources, if not nil, are the only host paths (and
+// what lies below them) the plugins may mount from; an empty, non-nil
+// list allows none.
+type PluginPermissions struct {
+	Plugins      []string
+	Allow        []string
+	MountSources []string
+}
+
+// WithDefaultValidatorPluginPermissions gives the default validator
+// (WithDefaultValidator) per-plugin permissions, its configuration's
+// pluginPermissions, which upstream's DefaultValidatorConfig cannot carry:
+// a container adjustment then passes only if each change is of a kind the
+// entry for the plugin that made it allows (the first entry naming its
+// idx-name, else its name, else "*"; none: it may change nothing), on top
+// of the global switches. Without it, as upstream, every plugin may change
+// everything the global switches allow.
+func WithDefaultValidatorPluginPermissions(perms ...PluginPermissions) Option {
+	return func(r *Adaptation) error {
+		r.permissions = append([]PluginPermissions{}, perms...)
+		return nil
+	}
+}
+
+// permissionsJSON renders perms with the configuration's keys; a nil
+// MountSources is left out (any source), an empty one kept (none).
+func permissionsJSON(perms []PluginPermissions) []map[string]any {
+	out := make([]map[string]any, 0, len(perms))
+	for _, p := range perms {
+		entry := map[string]any{"plugins": nonNil(p.Plugins), "allow": nonNil(p.Allow)}
+		if p.MountSources != nil {
+			entry["mountSources"] = p.MountSources
+		}
+		out = append(out, entry)
+	}
+	return out
+}
+
+// nonNil keeps a nil list a list in JSON, where null would mean "not set".
+func nonNil(list []string) []string {
+	if list == nil {
+		return []string{}
+	}
+	return list
 }

@@ -3,8 +3,10 @@
  * timeouts; the socket appears where asked, or not at all; the plugin
  * directory is scanned; the default validator rejects. */
 #include "harness.h"
+#include "wire_plugin.h"
 
 #include <pthread.h>
+#include <stdio.h>
 
 #include <string.h>
 #include <sys/stat.h>
@@ -410,6 +412,43 @@ static void default_validator_needs_enable(void **state)
     pb_free(&req);
 }
 
+/* An identity policy: refused without options or policy, or with a key it
+ * does not know; with one, only the plugin it admits (this process's uid,
+ * by name) registers, and the other is refused before any sync. */
+static void plugin_identities_admit_only_what_the_policy_names(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    char policy[128], sock[512];
+    assert_fails(nri_options_set_plugin_identities(NULL, "rules: []", &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "options");
+    assert_fails(nri_options_set_plugin_identities(f->opts, NULL, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "policy");
+    assert_fails(nri_options_set_plugin_identities(f->opts, "rules: [{plugins: [a], uid: [0]}]",
+                                                   &err),
+                 &err, NRI_STATUS_INVALID_ARGUMENT, "uid");
+
+    snprintf(policy, sizeof policy, "{\"rules\": [{\"plugins\": [\"admitted\"], \"uids\": [%u]}]}",
+             (unsigned)getuid());
+    fixture_external(f);
+    assert_ok(nri_options_set_plugin_identities(f->opts, policy, &err), &err);
+    fixture_start(f);
+    tmp_join(sock, sizeof sock, &f->dir, "nri.sock");
+    wire_plugin barred = { .name = "barred", .idx = "10" };
+    wire_plugin admitted = { .name = "admitted", .idx = "20" };
+    assert_int_equal(wire_plugin_start(&barred, sock), 0);
+    assert_int_equal(wire_plugin_start(&admitted, sock), 0);
+    /* The start's sync, then the admitted plugin's. */
+    assert_true(runtime_wait(&f->rt, &f->rt.syncs, 2, WAIT_MS));
+    assert_false(runtime_wait(&f->rt, &f->rt.syncs, 3, 200));
+    assert_int_equal(atomic_load(&admitted.registered), 1);
+    assert_int_equal(atomic_load(&barred.registered), 0);
+    nri_adaptation_free(f->a);
+    f->a = NULL;
+    wire_plugin_stop(&barred);
+    wire_plugin_stop(&admitted);
+}
+
 
 int main(void)
 {
@@ -432,6 +471,7 @@ int main(void)
         FIXTURE_TEST(default_validator_enforces_required_plugins),
         FIXTURE_TEST(required_plugins_guard_pods_when_asked),
         FIXTURE_TEST(default_validator_needs_enable),
+        FIXTURE_TEST(plugin_identities_admit_only_what_the_policy_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

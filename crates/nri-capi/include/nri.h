@@ -1145,6 +1145,26 @@ nri_status nri_options_set_default_validator(struct nri_options *opts,
                                              struct nri_error **err);
 
 /**
+ * Checks who registers external plugins (off by default; not upstream's):
+ * `policy` is YAML or JSON (`rules: [{plugins: [...], uids: [...], gids:
+ * [...], executables: [...], cgroups: [...]}]`). A plugin may register
+ * under a name only if a rule lists it and the plugin's process (its
+ * uid, gid, executable and cgroup, recorded when it connected) meets the
+ * rule's criteria, and only while no other live plugin holds the name,
+ * whatever its index. With `nri_options_set_plugin_handover`, a new
+ * instance of the same idx-name, uid, gid and executable may take it
+ * over. A policy with an unknown key or a relative path fails with
+ * `NRI_STATUS_INVALID_ARGUMENT`.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `policy` is a NUL-terminated
+ * string; `err` is NULL or writable.
+ */
+nri_status nri_options_set_plugin_identities(struct nri_options *opts,
+                                             const char *policy,
+                                             struct nri_error **err);
+
+/**
  * Adds a builtin plugin (`WithBuiltinPlugins`). The plugin's user data is
  * owned from here on, even when this fails.
  *

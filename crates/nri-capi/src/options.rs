@@ -12,7 +12,7 @@ use super::callbacks::{nri_free_fn, UserData};
 use super::error::{boundary, nri_error, nri_status, Failure};
 use super::metrics::{nri_deprecation_fn, nri_metrics, FfiDeprecation, FfiMetrics};
 use super::ptr::{arg_ref, Handle};
-use nri_runtime::{BuiltinPlugin, Options};
+use nri_runtime::{BuiltinPlugin, IdentityPolicy, Options};
 use nri_validator::DefaultValidatorConfig;
 
 /// Options of an adaptation. Created by `nri_options_new`, consumed by
@@ -405,6 +405,40 @@ pub unsafe extern "C" fn nri_options_set_default_validator(
     };
     // SAFETY: nri_options_set_default_validator's contract: `opts` comes from
     // nri_options_new, `err` is NULL or writable.
+    unsafe { with_options(opts, err, set) }
+}
+
+/// Checks who registers external plugins (off by default; not upstream's):
+/// `policy` is YAML or JSON (`rules: [{plugins: [...], uids: [...], gids:
+/// [...], executables: [...], cgroups: [...]}]`). A plugin may register
+/// under a name only if a rule lists it and the plugin's process (its
+/// uid, gid, executable and cgroup, recorded when it connected) meets the
+/// rule's criteria, and only while no other live plugin holds the name,
+/// whatever its index. With `nri_options_set_plugin_handover`, a new
+/// instance of the same idx-name, uid, gid and executable may take it
+/// over. A policy with an unknown key or a relative path fails with
+/// `NRI_STATUS_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `policy` is a NUL-terminated
+/// string; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_plugin_identities(
+    opts: *mut nri_options,
+    policy: *const c_char,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    let set = |o: &mut Options| {
+        // SAFETY: nri_options_set_plugin_identities's contract: `policy` is
+        // NUL-terminated.
+        let text = unsafe { str_arg("policy", policy) }?;
+        let policy =
+            IdentityPolicy::from_yaml(text).map_err(|e| Failure::invalid(e.to_string()))?;
+        *o = std::mem::take(o).plugin_identities(policy);
+        Ok(())
+    };
+    // SAFETY: nri_options_set_plugin_identities's contract: `opts` comes
+    // from nri_options_new, `err` is NULL or writable.
     unsafe { with_options(opts, err, set) }
 }
 

@@ -39,6 +39,7 @@ fn canonical_key(key: &str) -> String {
         "reject_sysctl_adjustment" => "rejectSysctlAdjustment",
         "required_plugins" => "requiredPlugins",
         "tolerate_missing_plugins_annotation" => "tolerateMissingPluginsAnnotation",
+        "plugin_permissions" => "pluginPermissions",
         other => other,
     }
     .to_string()

@@ -1,0 +1,159 @@
+// Package security runs upstream Go-stub plugins against go/adaptation's
+// own security options: an identity policy (WithPluginIdentities) and
+// the default validator's per-plugin permissions
+// (WithDefaultValidatorPluginPermissions), end to end through the C ABI.
+// Plugins of other users are the Rust tests' (they need root); here every
+// plugin is this process, told apart by the names the policy grants.
+package security
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
+	validator "github.com/containerd/nri/plugins/default-validator/builtin"
+	nrirs "github.com/nri-rs/nri-rs/go/adaptation"
+)
+
+// start runs an adaptation with opts on a socket of its own.
+func start(t *testing.T, opts ...nrirs.Option) (*nrirs.Adaptation, string) {
+	t.Helper()
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "nri.sock")
+	sync := func(ctx context.Context, cb nrirs.SyncCB) error {
+		_, err := cb(ctx, nil, nil)
+		return err
+	}
+	update := func(context.Context, []*api.ContainerUpdate) ([]*api.ContainerUpdate, error) { return nil, nil }
+	opts = append(opts, nrirs.WithSocketPath(socket), nrirs.WithPluginPath(filepath.Join(dir, "plugins")),
+		nrirs.WithPluginConfigPath(filepath.Join(dir, "conf.d")))
+	r, err := nrirs.New("security-test", "v1", sync, update, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	return r, socket
+}
+
+// adjuster sets an annotation on every container, and an environment
+// variable on those named "with-env".
+type adjuster struct{}
+
+func (adjuster) CreateContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	adj := &api.ContainerAdjustment{}
+	adj.AddAnnotation("adjusted-by", "test")
+	if ctr.Name == "with-env" {
+		adj.AddEnv("FOO", "bar")
+	}
+	return adj, nil, nil
+}
+
+// connect starts an upstream stub plugin as idx-name; it returns the
+// stub's registration error, if any.
+func connect(t *testing.T, socket, idx, name string) error {
+	t.Helper()
+	s, err := stub.New(adjuster{}, stub.WithSocketPath(socket), stub.WithPluginName(name),
+		stub.WithPluginIdx(idx), stub.WithOnClose(func() {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	t.Cleanup(s.Stop)
+	return nil
+}
+
+func create(r *nrirs.Adaptation, name string) (*api.CreateContainerResponse, error) {
+	pod := &api.PodSandbox{Id: "pod", Name: "pod", Namespace: "default", Uid: "pod-uid"}
+	ctr := &api.Container{Id: "ctr-" + name, PodSandboxId: "pod", Name: name}
+	return r.CreateContainer(context.Background(), &api.CreateContainerRequest{Pod: pod, Container: ctr})
+}
+
+// active waits until a plugin connected last takes part in creations: the
+// stub's Start returns before the runtime has made it active.
+func active(t *testing.T, r *nrirs.Adaptation) *api.CreateContainerResponse {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rsp, err := create(r, "plain")
+		if err == nil && rsp.GetAdjust().GetAnnotations()["adjusted-by"] == "test" {
+			return rsp
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the plugin never took part: %v, %v", rsp, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func wantError(t *testing.T, err error, needle string) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), needle) {
+		t.Fatalf("got error %v, want one containing %q", err, needle)
+	}
+}
+
+func TestIdentityPolicyBindsNamesToUsers(t *testing.T) {
+	me := uint32(os.Getuid())
+	r, socket := start(t,
+		nrirs.WithPluginIdentities(
+			nrirs.PluginIdentity{Plugins: []string{"resource-policy"}, UIDs: []uint32{me}},
+			nrirs.PluginIdentity{Plugins: []string{"someone-else"}, UIDs: []uint32{me + 1}},
+		),
+		nrirs.WithDefaultValidator(&validator.DefaultValidatorConfig{Enable: true, RequiredPlugins: []string{"resource-policy"}}),
+	)
+
+	// Granted to another user only.
+	wantError(t, connect(t, socket, "10", "someone-else"), "no identity rule admits uid=")
+	// Granted to nobody.
+	wantError(t, connect(t, socket, "10", "unlisted"), "may not register")
+	if _, err := create(r, "plain"); err == nil || !strings.Contains(err.Error(), `required plugin "resource-policy" not present`) {
+		t.Fatalf("creation without the required plugin: %v", err)
+	}
+
+	if err := connect(t, socket, "10", "resource-policy"); err != nil {
+		t.Fatalf("the granted plugin: %v", err)
+	}
+	// Its name is held, whatever the index.
+	wantError(t, connect(t, socket, "99", "resource-policy"), `plugin name "resource-policy" is held by external:10-resource-policy[`)
+	active(t, r)
+}
+
+func TestPluginPermissionsDenyOneKindAndAllowAnother(t *testing.T) {
+	r, socket := start(t,
+		nrirs.WithDefaultValidator(&validator.DefaultValidatorConfig{Enable: true}),
+		nrirs.WithDefaultValidatorPluginPermissions(
+			nrirs.PluginPermissions{Plugins: []string{"annotator"}, Allow: []string{"annotations"}},
+			nrirs.PluginPermissions{Plugins: []string{"*"}, Allow: []string{"resources"}},
+		),
+	)
+	if err := connect(t, socket, "10", "annotator"); err != nil {
+		t.Fatal(err)
+	}
+	// The annotation is allowed...
+	active(t, r)
+	// ...the environment variable is not.
+	_, err := create(r, "with-env")
+	wantError(t, err, `plugin "10-annotator" not permitted to adjust env: Env "FOO"`)
+}
+
+func TestNoSecurityOptionsKeepUpstreamsBehaviour(t *testing.T) {
+	// The control of the tests above: any name, as often as asked.
+	_, socket := start(t)
+	for _, idx := range []string{"10", "99"} {
+		if err := connect(t, socket, idx, "resource-policy"); err != nil {
+			t.Fatalf("%s-resource-policy: %v", idx, err)
+		}
+	}
+}
