@@ -60,6 +60,11 @@ impl Adaptation {
                 )));
             }
         }
+        let audit = opts
+            .audit
+            .wants_records()
+            .then(|| crate::audit::Auditor::start(opts.audit))
+            .transpose()?;
         let core = Arc::new(Core {
             runtime_name: name.into(),
             runtime_version: version.into(),
@@ -79,6 +84,7 @@ impl Adaptation {
             plugin_handover: opts.plugin_handover,
             identities: opts.identities,
             names: Default::default(),
+            audit,
             wasm_memory_limit: opts.wasm_memory_limit,
             pod_guard: opts
                 .validator

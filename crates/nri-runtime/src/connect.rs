@@ -204,8 +204,46 @@ impl api::ttrpc::Runtime for RuntimeService {
                 "too many unsolicited update requests in flight",
             ));
         };
+        let draft = core.audit.as_ref().map(|a| {
+            let mut draft = a.draft("UpdateContainers", None, None);
+            // The merge's bookkeeping says which fields the request sets.
+            let mut merged = crate::result::StopResult::new();
+            let update = req.update.clone();
+            let rpl = api::StopContainerResponse {
+                update,
+                ..Default::default()
+            };
+            if merged.apply(&plugin.name, rpl).is_ok() {
+                draft.changes(merged.owners());
+                draft.updates(merged.updates());
+            }
+            draft
+        });
         // Evictions are ignored, as upstream does.
-        match core.update_fn.update(req.update).await {
+        let outcome = core.update_fn.update(req.update).await;
+        if let (Some(draft), Some(auditor)) = (draft, core.audit.as_ref()) {
+            if draft.worth_it() {
+                let failure = outcome
+                    .as_ref()
+                    .err()
+                    .map(|e| Error::Runtime(e.to_string().into()));
+                let mut record = draft.finish(
+                    failure.as_ref().map_or(Ok(()), Err),
+                    std::slice::from_ref(&plugin),
+                );
+                if let Ok(failed) = &outcome {
+                    if !failed.is_empty() {
+                        record.outcome = "partial";
+                        let ids: Vec<&str> =
+                            failed.iter().map(|u| u.container_id.as_str()).collect();
+                        record.error =
+                            Some(format!("the runtime failed to update {}", ids.join(", ")));
+                    }
+                }
+                auditor.submit(record).await;
+            }
+        }
+        match outcome {
             Ok(failed) => Ok(api::UpdateContainersResponse {
                 failed,
                 ..Default::default()

@@ -90,6 +90,14 @@ pub(crate) async fn create_container(
         .filter(|p| p.is_validator())
         .cloned()
         .collect();
+    let mut draft = core.audit.as_ref().map(|a| {
+        let ctr = req.container.get_or_default();
+        a.draft(
+            "CreateContainer",
+            req.pod.as_ref(),
+            Some((&ctr.id, &ctr.name)),
+        )
+    });
 
     // The runtime's bytes are what plugins would be sent only if
     // normalizing adds nothing (go/adaptation normalizes before encoding).
@@ -98,68 +106,89 @@ pub(crate) async fn create_container(
         _ => Encoding::default(),
     };
     let mut result = CreateResult::new(&mut req);
-    // The pristine (normalized) container, before any plugin touches it.
-    // (The pod is not adjusted: it is taken from the request at the end.)
-    let validate = (!validators.is_empty()).then(|| ValidateContainerAdjustmentRequest {
-        container: req.container.clone(),
-        ..Default::default()
-    });
-    for p in &plugins {
-        let Some(rpl) = p.relay(&req, &mut encoding, budget).await? else {
-            continue;
-        };
-        core.metrics.record_plugin_adjustments(
-            &p.name,
-            CreateContainerRequest::EVENT.pretty_name(),
-            rpl.adjust.as_ref(),
-            rpl.update.len(),
-            rpl.evict.len(),
-        );
-        // Only an adjustment changes the container later plugins see.
-        if rpl
-            .adjust
-            .as_ref()
-            .is_some_and(|a| *a != ContainerAdjustment::default())
-        {
-            encoding.stale();
+    let mut verdicts = Vec::new();
+    let outcome = async {
+        // The pristine (normalized) container, before any plugin touches
+        // it. (The pod is not adjusted: it is taken from the request at
+        // the end.)
+        let validate = (!validators.is_empty()).then(|| ValidateContainerAdjustmentRequest {
+            container: req.container.clone(),
+            ..Default::default()
+        });
+        for p in &plugins {
+            let Some(rpl) = p.relay(&req, &mut encoding, budget).await? else {
+                continue;
+            };
+            core.metrics.record_plugin_adjustments(
+                &p.name,
+                CreateContainerRequest::EVENT.pretty_name(),
+                rpl.adjust.as_ref(),
+                rpl.update.len(),
+                rpl.evict.len(),
+            );
+            // Only an adjustment changes the container later plugins see.
+            if rpl
+                .adjust
+                .as_ref()
+                .is_some_and(|a| *a != ContainerAdjustment::default())
+            {
+                encoding.stale();
+            }
+            result
+                .apply(&mut req, &p.name, rpl)
+                .map_err(|e| Error::Merge(e.to_string()))?;
         }
-        result
-            .apply(&mut req, &p.name, rpl)
-            .map_err(|e| Error::Merge(e.to_string()))?;
-    }
 
-    let Some(mut validate) = validate else {
-        return Ok(result.into_response());
-    };
-    // Every plugin taking part, subscribed or not, in invocation order; but
-    // not one that has gone (even during this event), so that a required
-    // plugin that is gone never lets a container through. Upstream lists
-    // every plugin still open when its turn came, so one dropped during its
-    // own call is listed.
-    validate.plugins = active_instances(&plugins);
-    validate.pod = std::mem::take(&mut req.pod);
-    let rpl = result.response();
-    validate.adjust = rpl.adjust.clone();
-    validate.update = rpl.update.clone();
-    validate.owners = protobuf::MessageField::some(result.owners().clone());
-    let validate = &validate;
-    // Encoded once for all external validators (a failure to encode shows
-    // in each); builtin ones are given the request itself.
-    let mut encoding = Encoding::default();
-    if validators.iter().any(|v| !v.is_builtin()) {
-        let _ = encoding.of(validate);
+        let Some(mut validate) = validate else {
+            return Ok(());
+        };
+        // Every plugin taking part, subscribed or not, in invocation order;
+        // but not one that has gone (even during this event), so that a
+        // required plugin that is gone never lets a container through.
+        // Upstream lists every plugin still open when its turn came, so one
+        // dropped during its own call is listed.
+        validate.plugins = active_instances(&plugins);
+        validate.pod = std::mem::take(&mut req.pod);
+        let rpl = result.response();
+        validate.adjust = rpl.adjust.clone();
+        validate.update = rpl.update.clone();
+        validate.owners = protobuf::MessageField::some(result.owners().clone());
+        let validate = &validate;
+        // Encoded once for all external validators (a failure to encode
+        // shows in each); builtin ones are given the request itself.
+        let mut encoding = Encoding::default();
+        if validators.iter().any(|v| !v.is_builtin()) {
+            let _ = encoding.of(validate);
+        }
+        let encoding = &encoding;
+        // Validators run concurrently; the first failure in plugin order
+        // wins. One that is gone by now is skipped (`Plugin::validate`), as
+        // upstream.
+        let said = futures::future::join_all(
+            validators
+                .iter()
+                .map(|v| v.validate(validate, encoding, budget)),
+        )
+        .await;
+        if draft.is_some() {
+            verdicts = crate::audit::verdicts(&validators, &said);
+        }
+        said.into_iter().find_map(Result::err).map_or(Ok(()), Err)
     }
-    let encoding = &encoding;
-    // Validators run concurrently; the first failure in plugin order wins.
-    // One that is gone by now is skipped (`Plugin::validate`), as upstream.
-    let verdicts = futures::future::join_all(
-        validators
-            .iter()
-            .map(|v| v.validate(validate, encoding, budget)),
-    )
     .await;
-    verdicts.into_iter().collect::<Result<Vec<()>, Error>>()?;
-    Ok(result.into_response())
+    if let (Some(mut draft), Some(auditor)) = (draft.take(), core.audit.as_ref()) {
+        draft.changes(result.owners());
+        draft.set_verdicts(verdicts);
+        if draft.worth_it() {
+            let rsp = result.response();
+            draft.adjustment(rsp.adjust.get_or_default());
+            draft.updates(&rsp.update);
+            auditor
+                .submit(draft.finish(outcome.as_ref().map(|_| ()), &plugins))
+                .await;
+        }
+    }
+    outcome.map(|()| result.into_response())
 }
 
 pub(crate) async fn update_container(
@@ -169,28 +198,52 @@ pub(crate) async fn update_container(
     let _serialized = core.serialize_event().await?;
     let _prune = PruneOnExit(&core);
     let budget = EventBudget::start(&core);
+    let plugins = core.snapshot();
+    let draft = core.audit.as_ref().map(|a| {
+        let ctr = req.container.get_or_default();
+        a.draft(
+            "UpdateContainer",
+            req.pod.as_ref(),
+            Some((&ctr.id, &ctr.name)),
+        )
+    });
     let mut result = UpdateResult::new(&mut req);
     let mut encoding = Encoding::default();
-    for p in core.snapshot() {
-        let Some(rpl) = p.relay(&req, &mut encoding, budget).await? else {
-            continue;
-        };
-        core.metrics.record_plugin_adjustments(
-            &p.name,
-            UpdateContainerRequest::EVENT.pretty_name(),
-            None,
-            rpl.update.len(),
-            rpl.evict.len(),
-        );
-        // An update of the request's own container changes its resources.
-        if !rpl.update.is_empty() {
-            encoding.stale();
+    let outcome = async {
+        for p in &plugins {
+            let Some(rpl) = p.relay(&req, &mut encoding, budget).await? else {
+                continue;
+            };
+            core.metrics.record_plugin_adjustments(
+                &p.name,
+                UpdateContainerRequest::EVENT.pretty_name(),
+                None,
+                rpl.update.len(),
+                rpl.evict.len(),
+            );
+            // An update of the request's own container changes its resources.
+            if !rpl.update.is_empty() {
+                encoding.stale();
+            }
+            result
+                .apply(&mut req, &p.name, rpl)
+                .map_err(|e| Error::Merge(e.to_string()))?;
         }
-        result
-            .apply(&mut req, &p.name, rpl)
-            .map_err(|e| Error::Merge(e.to_string()))?;
+        Ok(())
     }
-    Ok(result.into_response())
+    .await;
+    if let Some(draft) = draft {
+        audit_updates(
+            &core,
+            draft,
+            result.owners(),
+            &result.updates(),
+            &outcome,
+            &plugins,
+        )
+        .await;
+    }
+    outcome.map(|()| result.into_response())
 }
 
 pub(crate) async fn stop_container(
@@ -200,22 +253,68 @@ pub(crate) async fn stop_container(
     let _serialized = core.serialize_event().await?;
     let _prune = PruneOnExit(&core);
     let budget = EventBudget::start(&core);
+    let plugins = core.snapshot();
+    let draft = core.audit.as_ref().map(|a| {
+        let ctr = req.container.get_or_default();
+        a.draft(
+            "StopContainer",
+            req.pod.as_ref(),
+            Some((&ctr.id, &ctr.name)),
+        )
+    });
     let mut result = StopResult::new();
     let mut encoding = Encoding::default();
-    for p in core.snapshot() {
-        let Some(rpl) = p.relay(&req, &mut encoding, budget).await? else {
-            continue;
-        };
-        core.metrics.record_plugin_adjustments(
-            &p.name,
-            StopContainerRequest::EVENT.pretty_name(),
-            None,
-            rpl.update.len(),
-            0,
-        );
-        result
-            .apply(&p.name, rpl)
-            .map_err(|e| Error::Merge(e.to_string()))?;
+    let outcome = async {
+        for p in &plugins {
+            let Some(rpl) = p.relay(&req, &mut encoding, budget).await? else {
+                continue;
+            };
+            core.metrics.record_plugin_adjustments(
+                &p.name,
+                StopContainerRequest::EVENT.pretty_name(),
+                None,
+                rpl.update.len(),
+                0,
+            );
+            result
+                .apply(&p.name, rpl)
+                .map_err(|e| Error::Merge(e.to_string()))?;
+        }
+        Ok(())
     }
-    Ok(result.into_response())
+    .await;
+    if let Some(draft) = draft {
+        audit_updates(
+            &core,
+            draft,
+            result.owners(),
+            result.updates(),
+            &outcome,
+            &plugins,
+        )
+        .await;
+    }
+    outcome.map(|()| result.into_response())
+}
+
+/// Submits the record of an event that only updates containers, if a
+/// plugin changed something.
+pub(crate) async fn audit_updates(
+    core: &Core,
+    mut draft: crate::audit::Draft,
+    owners: &OwningPlugins,
+    updates: &[ContainerUpdate],
+    outcome: &Result<(), Error>,
+    plugins: &[Arc<Plugin>],
+) {
+    let Some(auditor) = core.audit.as_ref() else {
+        return;
+    };
+    draft.changes(owners);
+    if draft.worth_it() {
+        draft.updates(updates);
+        auditor
+            .submit(draft.finish(outcome.as_ref().map(|_| ()), plugins))
+            .await;
+    }
 }

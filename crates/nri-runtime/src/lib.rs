@@ -39,6 +39,7 @@ pub use nri_validator as validator;
 
 mod activate;
 mod adaptation;
+mod audit;
 mod budget;
 mod builtin;
 mod call;
@@ -61,6 +62,10 @@ mod thread;
 mod wasm;
 
 pub use adaptation::Adaptation;
+pub use audit::{
+    AuditChange, AuditContainer, AuditPlugin, AuditPod, AuditRecord, AuditSink, AuditVerdict,
+    Omitted, DEFAULT_AUDIT_RECORD_LIMIT,
+};
 pub use builtin::{BuiltinHandlers, BuiltinPlugin};
 pub use callbacks::{Deprecation, DeprecationRecorder, Metrics, SyncCb, SyncFn, UpdateFn};
 pub use error::{BoxError, Error};

@@ -55,6 +55,7 @@ pub struct Options {
     pub(crate) plugin_request_timeouts: std::collections::HashMap<String, Duration>,
     pub(crate) plugin_handover: bool,
     pub(crate) identities: Option<crate::IdentityPolicy>,
+    pub(crate) audit: crate::audit::AuditConfig,
     /// The default validator's configuration, if enabled.
     pub(crate) validator: Option<nri_validator::DefaultValidatorConfig>,
     pub(crate) max_pending_connections: usize,
@@ -82,6 +83,12 @@ impl Default for Options {
             plugin_request_timeouts: Default::default(),
             plugin_handover: false,
             identities: None,
+            audit: crate::audit::AuditConfig {
+                sink: None,
+                file: None,
+                env_values: false,
+                record_limit: crate::DEFAULT_AUDIT_RECORD_LIMIT,
+            },
             validator: None,
             max_pending_connections: 1024,
             runtime: None,
@@ -252,6 +259,38 @@ impl Options {
     /// can reach the socket register under any name; off by default.
     pub fn plugin_identities(mut self, policy: crate::IdentityPolicy) -> Self {
         self.identities = Some(policy);
+        self
+    }
+    /// Keeps an audit log, delivering each record to `sink`: one record per
+    /// CreateContainer, UpdateContainer or StopContainer event in which a
+    /// plugin changed something or a validator refused, and per update a
+    /// plugin asked for on its own (`UpdateContainers`). See
+    /// [`AuditRecord`](crate::AuditRecord). The sink runs on a thread of
+    /// its own; events wait for it only when 1024 records are queued.
+    /// Upstream has no audit log; off by default.
+    pub fn audit_sink(mut self, sink: Arc<dyn crate::AuditSink>) -> Self {
+        self.audit.sink = Some(sink);
+        self
+    }
+    /// Keeps an audit log (see [`audit_sink`](Self::audit_sink)) in `path`
+    /// as JSON lines, appended to; the adaptation fails to be made if the
+    /// file cannot be opened.
+    pub fn audit_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.audit.file = Some(path.into());
+        self
+    }
+    /// Records environment variables' values in audit records; by default
+    /// they read `(redacted)`, their names being kept.
+    pub fn audit_env_values(mut self, on: bool) -> Self {
+        self.audit.env_values = on;
+        self
+    }
+    /// The most bytes one audit record's JSON may take (default
+    /// [`DEFAULT_AUDIT_RECORD_LIMIT`](crate::DEFAULT_AUDIT_RECORD_LIMIT),
+    /// 64 KiB): past it, the values are left out, then changes from the end
+    /// of the list, and `omitted` says what.
+    pub fn audit_record_limit(mut self, bytes: usize) -> Self {
+        self.audit.record_limit = bytes;
         self
     }
     /// Most external connections in the registration handshake at once;

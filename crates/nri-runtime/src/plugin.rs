@@ -124,12 +124,7 @@ impl Plugin {
 
     /// The name used in logs: origin, full name and peer pid.
     pub(crate) fn qualified_name(&self) -> String {
-        let origin = match self.origin {
-            Origin::External => "external",
-            Origin::Launched => "pre-connected",
-            Origin::Builtin => "builtin",
-            Origin::Wasm => "pre-connected-wasm",
-        };
+        let origin = self.origin_name();
         match self.identity.as_ref().and_then(|id| id.pid) {
             Some(pid) => format!("{origin}:{}[{pid}]", self.name),
             None => format!("{origin}:{}", self.name),
@@ -142,6 +137,16 @@ impl Plugin {
         // Closed meanwhile: close() found nothing to give up.
         if !self.is_closed() {
             *held = Some(claim);
+        }
+    }
+
+    /// Where it came from, as logs name it.
+    pub(crate) fn origin_name(&self) -> &'static str {
+        match self.origin {
+            Origin::External => "external",
+            Origin::Launched => "pre-connected",
+            Origin::Builtin => "builtin",
+            Origin::Wasm => "pre-connected-wasm",
         }
     }
 

@@ -41,6 +41,8 @@ pub(crate) struct Core {
     /// Who may register which names, if the runtime says
     /// ([`Options::plugin_identities`](crate::Options::plugin_identities)).
     pub(crate) identities: Option<crate::IdentityPolicy>,
+    /// Where audit records go, if the runtime keeps an audit log.
+    pub(crate) audit: Option<crate::audit::Auditor>,
     /// The names plugins hold (kept only with `identities`).
     pub(crate) names: Arc<crate::names::Names>,
     /// [`Options::wasm_memory_limit`](crate::Options::wasm_memory_limit).

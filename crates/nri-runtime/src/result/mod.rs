@@ -211,10 +211,16 @@ impl UpdateResult {
         .merge(rpl.update)
     }
 
-    /// Who set what (tests inspect it; the runtime only needs it for creation).
-    #[cfg(test)]
+    /// Who set what (for the audit log).
     pub fn owners(&self) -> &OwningPlugins {
         &self.owners
+    }
+
+    /// The merged updates so far, the target's last (for the audit log).
+    pub fn updates(&self) -> Vec<ContainerUpdate> {
+        let mut all = self.others.clone();
+        all.extend(self.target.clone());
+        all
     }
 
     /// The other containers' updates in first-seen order, then the updated
@@ -259,10 +265,14 @@ impl StopResult {
         .merge(rpl.update)
     }
 
-    /// Who set what (tests inspect it; the runtime only needs it for creation).
-    #[cfg(test)]
+    /// Who set what (for the audit log).
     pub fn owners(&self) -> &OwningPlugins {
         &self.owners
+    }
+
+    /// The merged updates so far (for the audit log).
+    pub fn updates(&self) -> &[ContainerUpdate] {
+        &self.reply.update
     }
 
     /// The merged updates, in first-seen order.

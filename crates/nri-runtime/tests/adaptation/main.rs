@@ -2,6 +2,7 @@
 //! stub plugins in-process, upstream Go stub plugins as processes, and
 //! hand-built peers speaking raw ttrpc.
 
+mod audit;
 mod common;
 mod fallback;
 mod goplugin;
