@@ -121,6 +121,11 @@ type Adaptation struct {
 	pluginTimeouts map[string]time.Duration
 	// Who may register which plugin names (WithPluginIdentities; nil: anyone).
 	identities []PluginIdentity
+	// Where audit records go (WithAuditLog, WithAuditLogFile).
+	audit          AuditFunc
+	auditFile      string
+	auditEnvValues bool
+	auditLimit     int
 	// What the default validator lets each plugin change
 	// (WithDefaultValidatorPluginPermissions; nil: everything).
 	permissions []PluginPermissions
@@ -345,6 +350,25 @@ func (r *Adaptation) createCore() error {
 				}
 			}
 			return nil
+		},
+		func() error {
+			if r.audit != nil {
+				if err := check(C.nri_go_set_audit(opts, C.uintptr_t(cgo.NewHandle(r.audit)), &cerr)); err != nil {
+					return err
+				}
+			}
+			if r.auditFile != "" {
+				err := withString(r.auditFile, func(s *C.char) C.nri_status { return C.nri_options_set_audit_file(opts, s, &cerr) })
+				if err != nil {
+					return err
+				}
+			}
+			if r.auditLimit > 0 {
+				if err := check(C.nri_options_set_audit_record_limit(opts, C.size_t(r.auditLimit), &cerr)); err != nil {
+					return err
+				}
+			}
+			return check(C.nri_options_set_audit_env_values(opts, C.bool(r.auditEnvValues), &cerr))
 		},
 		func() error {
 			if r.identities == nil {

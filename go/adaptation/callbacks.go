@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"runtime/cgo"
 	"time"
+	"unsafe"
 
 	"github.com/containerd/nri/pkg/adaptation/builtin"
 	"github.com/containerd/nri/pkg/api"
@@ -194,6 +195,14 @@ func nriGoDeprecation(h C.uintptr_t, d C.uint32_t, plugin, details *C.char) {
 	defer raceIOSync()
 	defer func() { _ = recover() }()
 	cgo.Handle(h).Value().(DeprecationRecorder).PluginWarning(context.Background(), Deprecation(d), C.GoString(plugin), C.GoString(details))
+}
+
+//export nriGoAudit
+func nriGoAudit(h C.uintptr_t, json *C.char, n C.size_t) {
+	raceIOSync()
+	defer raceIOSync()
+	defer func() { _ = recover() }()
+	cgo.Handle(h).Value().(AuditFunc)(C.GoBytes(unsafe.Pointer(json), C.int(n)))
 }
 
 //export nriGoLog

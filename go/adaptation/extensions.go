@@ -219,3 +219,62 @@ func nonNil(list []string) []string {
 	}
 	return list
 }
+
+// AuditFunc is given each audit record as one line of JSON. It runs on a
+// thread of the core's own, one record at a time in event order, and may
+// take its time: events wait for it only once 1024 records are queued.
+type AuditFunc func(record []byte)
+
+// WithAuditLog keeps an audit log, passing each record to fn: one per
+// CreateContainer, UpdateContainer or StopContainer in which a plugin
+// changed something or a validator refused, and one per update a plugin
+// asks for on its own. A record names the event, the pod and container,
+// the outcome ("applied", "rejected", "failed", "partial"), every field
+// changed with the plugin that changed it, the merged values (environment
+// values redacted unless WithAuditEnvValues), each validator's verdict and
+// the plugins' identities. Records are deterministic and at most 64 KiB
+// (WithAuditRecordLimit). docs/SECURITY.md describes the fields. Without
+// it, as upstream, nothing is recorded.
+func WithAuditLog(fn AuditFunc) Option {
+	return func(r *Adaptation) error {
+		if fn == nil {
+			return fmt.Errorf("audit log: nil function")
+		}
+		r.audit = fn
+		return nil
+	}
+}
+
+// WithAuditLogFile keeps the audit log (see WithAuditLog) in the file at
+// path, one JSON record per line, appended to.
+func WithAuditLogFile(path string) Option {
+	return func(r *Adaptation) error {
+		if path == "" {
+			return fmt.Errorf("audit log file: empty path")
+		}
+		r.auditFile = path
+		return nil
+	}
+}
+
+// WithAuditEnvValues makes audit records carry the values of environment
+// variables plugins set; by default they read "(redacted)".
+func WithAuditEnvValues() Option {
+	return func(r *Adaptation) error {
+		r.auditEnvValues = true
+		return nil
+	}
+}
+
+// WithAuditRecordLimit bounds one audit record's JSON to bytes (at least
+// 256; default 64 KiB): past it, the merged values are left out, then
+// changes from the end of the list, and the record's "omitted" says what.
+func WithAuditRecordLimit(bytes int) Option {
+	return func(r *Adaptation) error {
+		if bytes < 256 {
+			return fmt.Errorf("audit record limit %d is below 256 bytes", bytes)
+		}
+		r.auditLimit = bytes
+		return nil
+	}
+}

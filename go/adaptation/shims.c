@@ -56,6 +56,10 @@ static void nri_go_deprecation(void *ud, nri_deprecation d, const char *plugin, 
 	nriGoDeprecation(handle_of(ud), (uint32_t)d, (char *)plugin, (char *)details);
 }
 
+static void nri_go_audit(void *ud, const char *json, size_t len) {
+	nriGoAudit(handle_of(ud), (char *)json, len);
+}
+
 static void nri_go_log(void *ud, nri_log_level level, const char *target, const char *message) {
 	(void)ud;
 	nriGoLog((uint32_t)level, (char *)target, (char *)message);
@@ -97,6 +101,10 @@ nri_status nri_go_set_metrics(nri_options *o, uintptr_t h, nri_error **err) {
 
 nri_status nri_go_set_deprecation(nri_options *o, uintptr_t h, nri_error **err) {
 	return nri_options_set_deprecation_recorder(o, nri_go_deprecation, nri_go_user_data(h), nri_go_free_user_data, err);
+}
+
+nri_status nri_go_set_audit(nri_options *o, uintptr_t h, nri_error **err) {
+	return nri_options_set_audit_callback(o, nri_go_audit, nri_go_user_data(h), nri_go_free_user_data, err);
 }
 
 nri_status nri_go_set_log(uint32_t max_level, nri_error **err) {

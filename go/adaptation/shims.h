@@ -9,6 +9,7 @@ nri_callbacks nri_go_callbacks(uintptr_t h);
 nri_status nri_go_add_builtin(nri_options *o, const char *name, const char *index, uintptr_t h, nri_error **err);
 nri_status nri_go_set_metrics(nri_options *o, uintptr_t h, nri_error **err);
 nri_status nri_go_set_deprecation(nri_options *o, uintptr_t h, nri_error **err);
+nri_status nri_go_set_audit(nri_options *o, uintptr_t h, nri_error **err);
 nri_status nri_go_set_log(uint32_t max_level, nri_error **err);
 
 #endif

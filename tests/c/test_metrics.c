@@ -5,6 +5,7 @@
 #include "wire_plugin.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define WAIT_MS 60000
@@ -281,6 +282,111 @@ static void bad_tables_are_refused_and_user_data_finalized(void **state)
     assert_int_equal(m.freed, 5);
 }
 
+/* What the audit callback heard: the records' JSON, and when freed. */
+typedef struct audit_seen {
+    uint32_t magic;
+    pthread_mutex_t lock;
+    int records, freed, bad_len;
+    char last[4096];
+} audit_seen;
+
+static void on_audit(void *ud, const char *json, size_t len)
+{
+    audit_seen *s = ud;
+    TH_CHECK(s->magic == MAGIC && json);
+    pthread_mutex_lock(&s->lock);
+    s->records++;
+    s->bad_len += strlen(json) != len;
+    snprintf(s->last, sizeof s->last, "%s", json);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void on_audit_free(void *ud)
+{
+    audit_seen *s = ud;
+    TH_CHECK(s->magic == MAGIC);
+    pthread_mutex_lock(&s->lock);
+    s->freed++;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static int audit_records(audit_seen *s)
+{
+    pthread_mutex_lock(&s->lock);
+    int n = s->records;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+/* The audit log: setters refuse NULL and nonsense; a builtin plugin's
+ * change reaches the callback as one JSON record naming the field, the
+ * key and the plugin, with the value since asked for, and the same line
+ * reaches the file; the user data is freed with the adaptation, after the
+ * last record. */
+static void audit_callback_and_file_get_each_record(void **state)
+{
+    fixture *f = *state;
+    audit_seen s;
+    nri_error *err = NULL;
+    char path[512];
+    memset(&s, 0, sizeof s);
+    s.magic = MAGIC;
+    pthread_mutex_init(&s.lock, NULL);
+
+    assert_fails(nri_options_set_audit_callback(NULL, on_audit, NULL, NULL, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "options");
+    assert_fails(nri_options_set_audit_callback(f->opts, NULL, &s, on_audit_free, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "record");
+    assert_int_equal(s.freed, 1);
+    s.freed = 0;
+    assert_fails(nri_options_set_audit_file(f->opts, NULL, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "path");
+    assert_fails(nri_options_set_audit_record_limit(f->opts, 10, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "below 256");
+    assert_fails(nri_options_set_audit_env_values(NULL, true, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "options");
+
+    tmp_join(path, sizeof path, &f->dir, "audit.jsonl");
+    assert_ok(nri_options_set_audit_callback(f->opts, on_audit, &s, on_audit_free, &err), &err);
+    assert_ok(nri_options_set_audit_file(f->opts, path, &err), &err);
+    assert_ok(nri_options_set_audit_env_values(f->opts, true, &err), &err);
+    assert_ok(nri_options_set_audit_record_limit(f->opts, 4096, &err), &err);
+    f->rec.env_key = "TOKEN";
+    f->rec.env_value = "s3cr3t";
+    fixture_add(f, &f->rec, "rec", "10", 0);
+    nri_adaptation *a = fixture_start(f);
+
+    pb req = { 0 };
+    nri_buffer rsp = { 0 };
+    msg_container_request(&req, "pod0", "ctr0", "ctr0");
+    assert_ok(nri_adaptation_create_container(a, req.data, req.len, &rsp, &err), &err);
+    nri_buffer_free(&rsp);
+    pb_free(&req);
+    for (int i = 0; i < WAIT_MS / 10 && audit_records(&s) == 0; i++)
+        sleep_ms(10);
+    assert_int_equal(audit_records(&s), 1);
+    pthread_mutex_lock(&s.lock);
+    assert_int_equal(s.bad_len, 0);
+    assert_non_null(strstr(s.last, "\"event\":\"CreateContainer\""));
+    assert_non_null(strstr(s.last, "{\"container\":\"ctr0\",\"field\":\"Env\",\"key\":\"TOKEN\","
+                                   "\"plugin\":\"10-rec\"}"));
+    assert_non_null(strstr(s.last, "{\"key\":\"TOKEN\",\"value\":\"s3cr3t\"}"));
+    assert_non_null(strstr(s.last, "{\"name\":\"10-rec\",\"origin\":\"builtin\"}"));
+    pthread_mutex_unlock(&s.lock);
+
+    nri_adaptation_free(a);
+    f->a = NULL;
+    assert_int_equal(s.freed, 1);
+    char *text = read_file(path);
+    assert_non_null(text);
+    size_t n = strlen(text);
+    assert_true(n > 0 && text[n - 1] == '\n');
+    text[n - 1] = '\0';
+    assert_string_equal(text, s.last);
+    free(text);
+    pthread_mutex_destroy(&s.lock);
+}
+
 int main(void)
 {
     harness_init();
@@ -289,6 +395,7 @@ int main(void)
         FIXTURE_TEST(metrics_callbacks_may_be_null),
         FIXTURE_TEST(deprecation_recorder_hears_of_state_change),
         TEST(bad_tables_are_refused_and_user_data_finalized),
+        FIXTURE_TEST(audit_callback_and_file_get_each_record),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,9 @@
 #include "harness.h"
 #include "wire_plugin.h"
 
+/* How long a test waits for a plugin to connect. */
+#define WAIT_MS 60000
+
 #include <pthread.h>
 #include <stdio.h>
 

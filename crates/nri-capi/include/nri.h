@@ -454,6 +454,15 @@ typedef void (*nri_deprecation_fn)(void *user_data,
                                    const char *details);
 
 /**
+ * Given each audit record as one line of JSON (`json`, NUL-terminated,
+ * `len` bytes without the NUL; see docs/SECURITY.md for its fields). Runs
+ * on the adaptation's audit thread, one record at a time in event order;
+ * it may block (events wait only once 1024 records are queued), but must
+ * not call the library.
+ */
+typedef void (*nri_audit_fn)(void *user_data, const char *json, size_t len);
+
+/**
  * Gets a JSON object of strings (annotations, labels; keys keep their
  * removal markers) and answers with the filtered object (`null` for none).
  * No data at all keeps the input as it is; an error rejects it.
@@ -1200,6 +1209,59 @@ nri_status nri_options_set_deprecation_recorder(struct nri_options *opts,
                                                 void *user_data,
                                                 nri_free_fn free_user_data,
                                                 struct nri_error **err);
+
+/**
+ * Keeps an audit log, passing each record to `record` (off by default;
+ * not upstream's): one record per CreateContainer, UpdateContainer or
+ * StopContainer in which a plugin changed something or a validator
+ * refused, and per update a plugin asked for on its own. Its user data is
+ * owned from here on, even when this fails, and freed once the last record
+ * was delivered, when the adaptation is freed.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `err` is NULL or writable.
+ */
+nri_status nri_options_set_audit_callback(struct nri_options *opts,
+                                          nri_audit_fn record,
+                                          void *user_data,
+                                          nri_free_fn free_user_data,
+                                          struct nri_error **err);
+
+/**
+ * Keeps an audit log (see `nri_options_set_audit_callback`) in the file
+ * at `path`, as JSON lines appended to it; `nri_adaptation_new` fails if
+ * it cannot be opened.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `path` is a NUL-terminated string;
+ * `err` is NULL or writable.
+ */
+nri_status nri_options_set_audit_file(struct nri_options *opts,
+                                      const char *path,
+                                      struct nri_error **err);
+
+/**
+ * Whether audit records carry environment variables' values; by default
+ * they read "(redacted)", the names being kept.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `err` is NULL or writable.
+ */
+nri_status nri_options_set_audit_env_values(struct nri_options *opts,
+                                            bool on,
+                                            struct nri_error **err);
+
+/**
+ * The most bytes one audit record's JSON may take (default 65536; at
+ * least 256): past it, the merged values are left out, then changes from
+ * the end of the list, and the record's `omitted` says what.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `err` is NULL or writable.
+ */
+nri_status nri_options_set_audit_record_limit(struct nri_options *opts,
+                                              size_t bytes,
+                                              struct nri_error **err);
 
 /**
  * The NRI version reported to plugins in `Configure` (default: the

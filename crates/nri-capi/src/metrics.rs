@@ -1,6 +1,7 @@
 //! What the core reports to the caller as it goes: metrics (upstream's
-//! `Metrics` interface) and deprecated features plugins use. Both run on
-//! the adaptation's thread and must be quick.
+//! `Metrics` interface) and deprecated features plugins use, both on the
+//! adaptation's thread and to be quick, and audit records, on a thread of
+//! their own.
 
 use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use protobuf::Message;
 use super::callbacks::{nri_free_fn, UserData};
 use super::error::to_cstring;
 use nri_api::*;
-use nri_runtime::{Deprecation, DeprecationRecorder, Error, Metrics};
+use nri_runtime::{AuditRecord, AuditSink, Deprecation, DeprecationRecorder, Error, Metrics};
 
 /// Metrics callbacks (upstream's `Metrics` interface). Each may be NULL.
 /// `plugin` is the plugin's `idx-name`, `op` the operation ("CreateContainer",
@@ -220,5 +221,30 @@ impl DeprecationRecorder for FfiDeprecation {
                 cstr(details).as_ptr(),
             )
         }
+    }
+}
+
+/// Given each audit record as one line of JSON (`json`, NUL-terminated,
+/// `len` bytes without the NUL; see docs/SECURITY.md for its fields). Runs
+/// on the adaptation's audit thread, one record at a time in event order;
+/// it may block (events wait only once 1024 records are queued), but must
+/// not call the library.
+pub type nri_audit_fn =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, json: *const c_char, len: usize)>;
+
+pub(crate) struct FfiAudit {
+    pub(crate) f: unsafe extern "C" fn(*mut c_void, *const c_char, usize),
+    pub(crate) data: Arc<UserData>,
+}
+
+impl AuditSink for FfiAudit {
+    fn record(&self, _record: &AuditRecord, json: &str) {
+        // JSON escapes NUL, so the text has none; the length is the text's.
+        let text = cstr(json);
+        // SAFETY: calls the `record` given to nri_options_set_audit_callback
+        // as nri_audit_fn documents, with its user data (callbacks may run
+        // on any thread, by the header's conventions); `text` lives until
+        // it returns.
+        unsafe { (self.f)(self.data.ptr, text.as_ptr(), json.len()) }
     }
 }

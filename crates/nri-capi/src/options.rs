@@ -10,7 +10,9 @@ use super::buffer::str_arg;
 use super::builtin::{nri_builtin_plugin, FfiBuiltin};
 use super::callbacks::{nri_free_fn, UserData};
 use super::error::{boundary, nri_error, nri_status, Failure};
-use super::metrics::{nri_deprecation_fn, nri_metrics, FfiDeprecation, FfiMetrics};
+use super::metrics::{
+    nri_audit_fn, nri_deprecation_fn, nri_metrics, FfiAudit, FfiDeprecation, FfiMetrics,
+};
 use super::ptr::{arg_ref, Handle};
 use nri_runtime::{BuiltinPlugin, IdentityPolicy, Options};
 use nri_validator::DefaultValidatorConfig;
@@ -520,6 +522,106 @@ pub unsafe extern "C" fn nri_options_set_deprecation_recorder(
         with_options(opts, err, |o| {
             let f = record.ok_or_else(|| Failure::invalid("record is NULL"))?;
             *o = std::mem::take(o).deprecation_recorder(Arc::new(FfiDeprecation { f, data }));
+            Ok(())
+        })
+    }
+}
+
+/// Keeps an audit log, passing each record to `record` (off by default;
+/// not upstream's): one record per CreateContainer, UpdateContainer or
+/// StopContainer in which a plugin changed something or a validator
+/// refused, and per update a plugin asked for on its own. Its user data is
+/// owned from here on, even when this fails, and freed once the last record
+/// was delivered, when the adaptation is freed.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_audit_callback(
+    opts: *mut nri_options,
+    record: nri_audit_fn,
+    user_data: *mut c_void,
+    free_user_data: nri_free_fn,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    let data = UserData::new(user_data, free_user_data);
+    // SAFETY: nri_options_set_audit_callback's contract: `opts` comes from
+    // nri_options_new, `err` is NULL or writable.
+    unsafe {
+        with_options(opts, err, |o| {
+            let f = record.ok_or_else(|| Failure::invalid("record is NULL"))?;
+            *o = std::mem::take(o).audit_sink(Arc::new(FfiAudit { f, data }));
+            Ok(())
+        })
+    }
+}
+
+/// Keeps an audit log (see `nri_options_set_audit_callback`) in the file
+/// at `path`, as JSON lines appended to it; `nri_adaptation_new` fails if
+/// it cannot be opened.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `path` is a NUL-terminated string;
+/// `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_audit_file(
+    opts: *mut nri_options,
+    path: *const c_char,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    let set = |o: &mut Options| {
+        // SAFETY: nri_options_set_audit_file's contract: `path` is
+        // NUL-terminated.
+        let path = unsafe { str_arg("path", path) }?;
+        if path.is_empty() {
+            return Err(Failure::invalid("path is empty"));
+        }
+        *o = std::mem::take(o).audit_file(path);
+        Ok(())
+    };
+    // SAFETY: nri_options_set_audit_file's contract: `opts` comes from
+    // nri_options_new, `err` is NULL or writable.
+    unsafe { with_options(opts, err, set) }
+}
+
+/// Whether audit records carry environment variables' values; by default
+/// they read "(redacted)", the names being kept.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_audit_env_values(
+    opts: *mut nri_options,
+    on: bool,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: nri_options_set_audit_env_values's contract: `opts` comes
+    // from nri_options_new, `err` is NULL or writable.
+    unsafe { set_flag(opts, on, err, Options::audit_env_values) }
+}
+
+/// The most bytes one audit record's JSON may take (default 65536; at
+/// least 256): past it, the merged values are left out, then changes from
+/// the end of the list, and the record's `omitted` says what.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_audit_record_limit(
+    opts: *mut nri_options,
+    bytes: usize,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: nri_options_set_audit_record_limit's contract: `opts` comes
+    // from nri_options_new, `err` is NULL or writable.
+    unsafe {
+        with_options(opts, err, |o| {
+            if bytes < 256 {
+                return Err(Failure::invalid(format!(
+                    "audit record limit {bytes} is below 256 bytes"
+                )));
+            }
+            *o = std::mem::take(o).audit_record_limit(bytes);
             Ok(())
         })
     }

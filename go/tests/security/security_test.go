@@ -1,13 +1,15 @@
 // Package security runs upstream Go-stub plugins against go/adaptation's
 // own security options: an identity policy (WithPluginIdentities) and
 // the default validator's per-plugin permissions
-// (WithDefaultValidatorPluginPermissions), end to end through the C ABI.
+// (WithDefaultValidatorPluginPermissions), and the audit log
+// (WithAuditLog, WithAuditLogFile), end to end through the C ABI.
 // Plugins of other users are the Rust tests' (they need root); here every
 // plugin is this process, told apart by the names the policy grants.
 package security
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,5 +157,75 @@ func TestNoSecurityOptionsKeepUpstreamsBehaviour(t *testing.T) {
 		if err := connect(t, socket, idx, "resource-policy"); err != nil {
 			t.Fatalf("%s-resource-policy: %v", idx, err)
 		}
+	}
+}
+
+func TestAuditLogRecordsWhoChangedWhat(t *testing.T) {
+	records := make(chan []byte, 16)
+	file := filepath.Join(t.TempDir(), "audit.jsonl")
+	r, socket := start(t,
+		nrirs.WithAuditLog(func(record []byte) { records <- record }),
+		nrirs.WithAuditLogFile(file),
+	)
+	if err := connect(t, socket, "10", "annotator"); err != nil {
+		t.Fatal(err)
+	}
+	// Creations before the plugin was active changed nothing and left no
+	// record; the one it took part in did.
+	active(t, r)
+	<-records
+	if _, err := create(r, "with-env"); err != nil {
+		t.Fatal(err)
+	}
+	var line []byte
+	select {
+	case line = <-records:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no audit record")
+	}
+	var rec struct {
+		Event      string `json:"event"`
+		Outcome    string `json:"outcome"`
+		Container  struct{ ID, Name string }
+		Changes    []struct{ Container, Field, Key, Plugin string }
+		Adjustment struct {
+			Env []struct{ Key, Value string }
+		}
+		Plugins []struct {
+			Name, Origin string
+			UID          *uint32 `json:"uid"`
+			PID          int     `json:"pid"`
+		}
+	}
+	if err := json.Unmarshal(line, &rec); err != nil {
+		t.Fatalf("%v: %s", err, line)
+	}
+	if rec.Event != "CreateContainer" || rec.Outcome != "applied" || rec.Container.ID != "ctr-with-env" {
+		t.Errorf("record of %s", line)
+	}
+	type change struct{ Container, Field, Key, Plugin string }
+	want := []change{{"ctr-with-env", "Annotations", "adjusted-by", "10-annotator"}, {"ctr-with-env", "Env", "FOO", "10-annotator"}}
+	if len(rec.Changes) != len(want) {
+		t.Fatalf("changes %+v, want %+v", rec.Changes, want)
+	}
+	for i, c := range rec.Changes {
+		if change(c) != want[i] {
+			t.Errorf("change %d: %+v, want %+v", i, c, want[i])
+		}
+	}
+	if len(rec.Adjustment.Env) != 1 || rec.Adjustment.Env[0].Value != "(redacted)" || strings.Contains(string(line), "bar") {
+		t.Errorf("the environment's value is not redacted: %s", line)
+	}
+	if len(rec.Plugins) != 1 || rec.Plugins[0].PID != os.Getpid() || rec.Plugins[0].UID == nil || *rec.Plugins[0].UID != uint32(os.Getuid()) {
+		t.Errorf("plugins %+v", rec.Plugins)
+	}
+	r.Stop()
+	text, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(text), "\n"), "\n")
+	if lines[len(lines)-1] != string(line) {
+		t.Errorf("the file's last line %q, want the record %q", lines[len(lines)-1], line)
 	}
 }
