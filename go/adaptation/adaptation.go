@@ -120,7 +120,7 @@ type Adaptation struct {
 	// Request timeouts of single plugins (WithPluginRequestTimeout).
 	pluginTimeouts map[string]time.Duration
 	// Who may register which plugin names (WithPluginIdentities; nil: anyone).
-	identities []PluginIdentity
+	identities []PluginIdentityRule
 	// Where audit records go (WithAuditLog, WithAuditLogFile).
 	audit          AuditFunc
 	auditFile      string

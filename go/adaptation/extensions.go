@@ -2,10 +2,15 @@
 
 package adaptation
 
+// #include <stdlib.h>
+// #include "nri.h"
+import "C"
+
 import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unsafe"
 )
 
 // The options below are nri-rs's own: upstream's adaptation has none of
@@ -113,13 +118,13 @@ func WithPluginHandover() Option {
 	}
 }
 
-// PluginIdentity grants the identities it describes the plugin names in
+// PluginIdentityRule grants the identities it describes the plugin names in
 // Plugins (an idx-name, a name whatever the index, or "*" for any). An
 // identity is what the kernel says of a plugin's process when it connects:
 // each criterion given must hold (its uid among UIDs, its gid among GIDs,
 // its executable among Executables, its cgroup at or below one of
 // Cgroups); one left empty holds for anyone.
-type PluginIdentity struct {
+type PluginIdentityRule struct {
 	Plugins     []string
 	UIDs        []uint32
 	GIDs        []uint32
@@ -138,20 +143,20 @@ type PluginIdentity struct {
 // but hold their names too. Given no rules, no external plugin may
 // register. Without it, as upstream, any process that can reach the
 // socket may register under any name.
-func WithPluginIdentities(rules ...PluginIdentity) Option {
+func WithPluginIdentities(rules ...PluginIdentityRule) Option {
 	return func(r *Adaptation) error {
 		for i, rule := range rules {
 			if len(rule.Plugins) == 0 {
 				return fmt.Errorf("plugin identity rule %d names no plugins", i)
 			}
 		}
-		r.identities = append([]PluginIdentity{}, rules...)
+		r.identities = append([]PluginIdentityRule{}, rules...)
 		return nil
 	}
 }
 
 // identityPolicyJSON encodes rules as the core's policy.
-func identityPolicyJSON(rules []PluginIdentity) (string, error) {
+func identityPolicyJSON(rules []PluginIdentityRule) (string, error) {
 	type rule struct {
 		Plugins     []string `json:"plugins"`
 		UIDs        []uint32 `json:"uids,omitempty"`
@@ -277,4 +282,44 @@ func WithAuditRecordLimit(bytes int) Option {
 		r.auditLimit = bytes
 		return nil
 	}
+}
+
+// PeerIdentity is what the kernel said of a plugin's process when it
+// connected (or, for a pre-installed plugin, of the process launched):
+// its user and group, its pid, and as read from /proc its executable and
+// cgroup, with the Kubernetes pod UID and container ID in that cgroup's
+// path. Empty strings and a zero PID are unknown.
+type PeerIdentity struct {
+	UID         uint32 `json:"uid"`
+	GID         uint32 `json:"gid"`
+	PID         int    `json:"pid"`
+	Executable  string `json:"executable"`
+	Cgroup      string `json:"cgroup"`
+	PodUID      string `json:"podUid"`
+	ContainerID string `json:"containerId"`
+}
+
+// PluginIdentity returns the identity of the active plugin name (its
+// idx-name), and false if no such plugin is active or it has none (builtin
+// and WASM plugins). A runtime's own checks, a builtin validator's say,
+// may use it to tell who stands behind a name. Upstream has no such call.
+func (r *Adaptation) PluginIdentity(name string) (*PeerIdentity, bool) {
+	var (
+		buf  C.nri_buffer
+		cerr *C.nri_error
+	)
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	if err := takeError(C.nri_adaptation_plugin_identity(r.core, cname, &buf, &cerr), cerr); err != nil {
+		return nil, false
+	}
+	defer C.nri_buffer_free(&buf)
+	if buf.len == 0 {
+		return nil, false
+	}
+	id := &PeerIdentity{}
+	if err := json.Unmarshal(C.GoBytes(unsafe.Pointer(buf.data), C.int(buf.len)), id); err != nil {
+		return nil, false
+	}
+	return id, true
 }

@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <string.h>
 #include <sys/stat.h>
@@ -446,6 +447,24 @@ static void plugin_identities_admit_only_what_the_policy_names(void **state)
     assert_false(runtime_wait(&f->rt, &f->rt.syncs, 3, 200));
     assert_int_equal(atomic_load(&admitted.registered), 1);
     assert_int_equal(atomic_load(&barred.registered), 0);
+
+    /* Who the admitted plugin is: this process. */
+    nri_buffer id = { 0 };
+    char want[64];
+    assert_fails(nri_adaptation_plugin_identity(f->a, NULL, &id, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "name");
+    assert_fails(nri_adaptation_plugin_identity(f->a, "20-admitted", NULL, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "identity");
+    assert_ok(nri_adaptation_plugin_identity(f->a, "20-admitted", &id, &err), &err);
+    char *json = strndup((const char *)id.data, id.len);
+    snprintf(want, sizeof want, "{\"uid\":%u,\"gid\":%u,\"pid\":%d,", (unsigned)getuid(),
+             (unsigned)getgid(), (int)getpid());
+    assert_true(strncmp(json, want, strlen(want)) == 0);
+    free(json);
+    nri_buffer_free(&id);
+    assert_ok(nri_adaptation_plugin_identity(f->a, "10-barred", &id, &err), &err);
+    assert_int_equal(id.len, 0);
+    nri_buffer_free(&id);
     nri_adaptation_free(f->a);
     f->a = NULL;
     wire_plugin_stop(&barred);

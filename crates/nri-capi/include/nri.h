@@ -616,6 +616,24 @@ bool nri_wasm_supported(void);
 bool nri_adaptation_has_plugin(const struct nri_adaptation *a, const char *name);
 
 /**
+ * The identity of the active plugin `name` (`idx-name`), as the kernel
+ * reported its process when it connected or was launched: a JSON object
+ * written to `identity` (`{"uid":0,"gid":0,"pid":42,"executable":"...",
+ * "cgroup":"...","podUid":"...","containerId":"..."}`, what is unknown
+ * left out). The buffer is empty if no such plugin is active or it has no
+ * identity (builtin and WASM plugins). Never blocks on an event. Not
+ * upstream's.
+ *
+ * # Safety
+ * `a` is a live handle; `name` is a NUL-terminated string; `identity` is
+ * writable; `err` is NULL or writable.
+ */
+nri_status nri_adaptation_plugin_identity(const struct nri_adaptation *a,
+                                          const char *name,
+                                          struct nri_buffer *identity,
+                                          struct nri_error **err);
+
+/**
  * Stops the adaptation if needed and releases it; the callbacks' user data
  * finalizers run once every callback has returned. NULL is a no-op.
  *

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures::executor::block_on;
 
-use super::buffer::str_arg;
+use super::buffer::{nri_buffer, str_arg};
 use super::callbacks::{nri_callbacks, FfiSync, FfiUpdate, UserData};
 use super::error::{boundary, boundary_void, nri_error, nri_status, Failure};
 use super::options::nri_options;
@@ -199,6 +199,44 @@ pub unsafe extern "C" fn nri_adaptation_has_plugin(
         unsafe { str_arg("name", name) }.is_ok_and(|name| a.inner.has_plugin(name))
     };
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(has)).unwrap_or(false)
+}
+
+/// The identity of the active plugin `name` (`idx-name`), as the kernel
+/// reported its process when it connected or was launched: a JSON object
+/// written to `identity` (`{"uid":0,"gid":0,"pid":42,"executable":"...",
+/// "cgroup":"...","podUid":"...","containerId":"..."}`, what is unknown
+/// left out). The buffer is empty if no such plugin is active or it has no
+/// identity (builtin and WASM plugins). Never blocks on an event. Not
+/// upstream's.
+///
+/// # Safety
+/// `a` is a live handle; `name` is a NUL-terminated string; `identity` is
+/// writable; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_adaptation_plugin_identity(
+    a: *const nri_adaptation,
+    name: *const c_char,
+    identity: *mut nri_buffer,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    boundary(err, || {
+        // SAFETY: nri_adaptation_plugin_identity's contract: `identity` is
+        // writable.
+        let out = unsafe { OutSlot::new("identity", identity) }?;
+        // SAFETY: nri_adaptation_plugin_identity's contract: `a` is a live
+        // handle.
+        let a = unsafe { nri_adaptation::arg(a) }?;
+        // SAFETY: nri_adaptation_plugin_identity's contract: `name` is
+        // NUL-terminated.
+        let name = unsafe { str_arg("name", name) }?;
+        let json = a
+            .inner
+            .plugin_identity(name)
+            .map(|id| id.to_json().into_bytes())
+            .unwrap_or_default();
+        out.write(nri_buffer::from_vec(json));
+        Ok(())
+    })
 }
 
 /// Stops the adaptation if needed and releases it; the callbacks' user data

@@ -285,6 +285,32 @@ impl Auditor {
     }
 }
 
+impl Auditor {
+    /// Records updates a plugin made of its own accord (`UpdateContainers`,
+    /// or its reply to `Synchronize`), with `outcome` of handing them to
+    /// the runtime, if they change anything.
+    pub(crate) async fn plugin_updates(
+        &self,
+        event: &'static str,
+        plugin: &Plugin,
+        updates: &[ContainerUpdate],
+        outcome: Result<(), &Error>,
+    ) -> Option<AuditRecord> {
+        let mut draft = self.draft(event, None, None);
+        // The merge's bookkeeping says which fields the updates set.
+        let mut merged = crate::result::StopResult::new();
+        let rpl = nri_api::StopContainerResponse {
+            update: updates.to_vec(),
+            ..Default::default()
+        };
+        if merged.apply(&plugin.name, rpl).is_ok() {
+            draft.changes(merged.owners());
+            draft.updates(merged.updates());
+        }
+        draft.worth_it().then(|| draft.finish(outcome, &[plugin]))
+    }
+}
+
 impl Drop for Auditor {
     /// Delivers what is queued before the adaptation is gone, so the
     /// runtime's sink is never called after it freed the adaptation.
@@ -389,7 +415,7 @@ impl Draft {
     pub(crate) fn finish(
         mut self,
         outcome: Result<(), &Error>,
-        plugins: &[Arc<Plugin>],
+        plugins: &[&Plugin],
     ) -> AuditRecord {
         let r = &mut self.record;
         match outcome {
@@ -408,7 +434,7 @@ impl Draft {
         named.dedup();
         r.plugins = named
             .into_iter()
-            .map(|name| audit_plugin(name, plugins.iter().find(|p| p.name == name)))
+            .map(|name| audit_plugin(name, plugins.iter().find(|p| p.name == name).copied()))
             .collect();
         self.record
     }
@@ -438,7 +464,7 @@ pub(crate) fn verdicts(
         .collect()
 }
 
-fn audit_plugin(name: &str, plugin: Option<&Arc<Plugin>>) -> AuditPlugin {
+fn audit_plugin(name: &str, plugin: Option<&Plugin>) -> AuditPlugin {
     let id: Option<&PeerIdentity> = plugin.and_then(|p| p.identity.as_ref());
     AuditPlugin {
         name: name.to_string(),

@@ -204,33 +204,19 @@ impl api::ttrpc::Runtime for RuntimeService {
                 "too many unsolicited update requests in flight",
             ));
         };
-        let draft = core.audit.as_ref().map(|a| {
-            let mut draft = a.draft("UpdateContainers", None, None);
-            // The merge's bookkeeping says which fields the request sets.
-            let mut merged = crate::result::StopResult::new();
-            let update = req.update.clone();
-            let rpl = api::StopContainerResponse {
-                update,
-                ..Default::default()
-            };
-            if merged.apply(&plugin.name, rpl).is_ok() {
-                draft.changes(merged.owners());
-                draft.updates(merged.updates());
-            }
-            draft
-        });
+        let audited = core.audit.as_ref().map(|_| req.update.clone());
         // Evictions are ignored, as upstream does.
         let outcome = core.update_fn.update(req.update).await;
-        if let (Some(draft), Some(auditor)) = (draft, core.audit.as_ref()) {
-            if draft.worth_it() {
-                let failure = outcome
-                    .as_ref()
-                    .err()
-                    .map(|e| Error::Runtime(e.to_string().into()));
-                let mut record = draft.finish(
-                    failure.as_ref().map_or(Ok(()), Err),
-                    std::slice::from_ref(&plugin),
-                );
+        if let (Some(updates), Some(auditor)) = (audited, core.audit.as_ref()) {
+            let failure = outcome
+                .as_ref()
+                .err()
+                .map(|e| Error::Runtime(e.to_string().into()));
+            let said = failure.as_ref().map_or(Ok(()), Err);
+            if let Some(mut record) = auditor
+                .plugin_updates("UpdateContainers", &plugin, &updates, said)
+                .await
+            {
                 if let Ok(failed) = &outcome {
                     if !failed.is_empty() {
                         record.outcome = "partial";

@@ -183,8 +183,9 @@ pub(crate) async fn create_container(
             let rsp = result.response();
             draft.adjustment(rsp.adjust.get_or_default());
             draft.updates(&rsp.update);
+            let named: Vec<&Plugin> = plugins.iter().map(|p| &**p).collect();
             auditor
-                .submit(draft.finish(outcome.as_ref().map(|_| ()), &plugins))
+                .submit(draft.finish(outcome.as_ref().map(|_| ()), &named))
                 .await;
         }
     }
@@ -313,8 +314,9 @@ pub(crate) async fn audit_updates(
     draft.changes(owners);
     if draft.worth_it() {
         draft.updates(updates);
+        let named: Vec<&Plugin> = plugins.iter().map(|p| &**p).collect();
         auditor
-            .submit(draft.finish(outcome.as_ref().map(|_| ()), plugins))
+            .submit(draft.finish(outcome.as_ref().map(|_| ()), &named))
             .await;
     }
 }

@@ -21,20 +21,26 @@ use serde::Deserialize;
 /// where the kernel offers a pidfd of the peer (`SO_PEERPIDFD`, Linux 6.5
 /// and later) the reading is kept only if the peer is still alive after
 /// it, so they cannot belong to a process that took a dead peer's pid.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct PeerIdentity {
     pub uid: u32,
     pub gid: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<i32>,
     /// What `/proc/<pid>/exe` points to, as the runtime's mount namespace
     /// sees it (for a containerized plugin, a path in its image's layers).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub executable: Option<PathBuf>,
     /// The process's cgroup (v2, or the first v1 hierarchy listed).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cgroup: Option<String>,
     /// The Kubernetes pod UID in that cgroup's path, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub pod_uid: Option<String>,
     /// The container ID in that cgroup's path, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub container_id: Option<String>,
 }
 
@@ -112,6 +118,13 @@ impl PeerIdentity {
     fn forget_proc(&mut self) {
         let (uid, gid, pid) = (self.uid, self.gid, self.pid);
         *self = PeerIdentity::bare(uid, gid, pid);
+    }
+
+    /// The identity as a JSON object (`uid`, `gid`, `pid`, `executable`,
+    /// `cgroup`, `podUid`, `containerId`; what is unknown left out), as the
+    /// C ABI and Go report it.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
     }
 
     /// Whether `other` is the same principal: a new instance of the same

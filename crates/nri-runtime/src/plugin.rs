@@ -140,6 +140,11 @@ impl Plugin {
         }
     }
 
+    /// What it shares with the adaptation.
+    pub(crate) fn core(&self) -> &Core {
+        &self.core
+    }
+
     /// Where it came from, as logs name it.
     pub(crate) fn origin_name(&self) -> &'static str {
         match self.origin {

@@ -214,6 +214,16 @@ pub(crate) async fn synchronize(
         (pods, ctrs) = (&pods[np..], &ctrs[nc..]);
         let rpl = plugin.send_synchronize(msg, deadline).await?;
         if !more {
+            if let Some(auditor) = plugin.core().audit.as_ref() {
+                // Handed to the runtime with the sync: "applied" as far
+                // as the adaptation can tell.
+                let record = auditor
+                    .plugin_updates("Synchronize", plugin, &rpl.update, Ok(()))
+                    .await;
+                if let Some(record) = record {
+                    auditor.submit(record).await;
+                }
+            }
             return Ok(rpl.update);
         }
         if !rpl.more || !rpl.update.is_empty() {

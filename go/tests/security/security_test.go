@@ -110,8 +110,8 @@ func TestIdentityPolicyBindsNamesToUsers(t *testing.T) {
 	me := uint32(os.Getuid())
 	r, socket := start(t,
 		nrirs.WithPluginIdentities(
-			nrirs.PluginIdentity{Plugins: []string{"resource-policy"}, UIDs: []uint32{me}},
-			nrirs.PluginIdentity{Plugins: []string{"someone-else"}, UIDs: []uint32{me + 1}},
+			nrirs.PluginIdentityRule{Plugins: []string{"resource-policy"}, UIDs: []uint32{me}},
+			nrirs.PluginIdentityRule{Plugins: []string{"someone-else"}, UIDs: []uint32{me + 1}},
 		),
 		nrirs.WithDefaultValidator(&validator.DefaultValidatorConfig{Enable: true, RequiredPlugins: []string{"resource-policy"}}),
 	)
@@ -130,6 +130,13 @@ func TestIdentityPolicyBindsNamesToUsers(t *testing.T) {
 	// Its name is held, whatever the index.
 	wantError(t, connect(t, socket, "99", "resource-policy"), `plugin name "resource-policy" is held by external:10-resource-policy[`)
 	active(t, r)
+	id, ok := r.PluginIdentity("10-resource-policy")
+	if !ok || id.UID != me || id.PID != os.Getpid() || id.Executable == "" {
+		t.Errorf("identity of the granted plugin: %+v, %v", id, ok)
+	}
+	if id, ok := r.PluginIdentity("00-default-validator"); ok {
+		t.Errorf("a builtin plugin has an identity: %+v", id)
+	}
 }
 
 func TestPluginPermissionsDenyOneKindAndAllowAnother(t *testing.T) {

@@ -291,3 +291,26 @@ async fn a_plugins_own_update_is_recorded() {
     let shares = &json["updates"][0]["linux"]["resources"]["cpu"]["shares"];
     assert_eq!(shares, &json!({"value": "512"}));
 }
+
+#[tokio::test]
+async fn updates_in_a_synchronize_reply_are_recorded() {
+    let (h, records) = audited(|o| o).await;
+    let _go = GoPlugin::start(
+        &h,
+        "syncer",
+        "40",
+        json!({"events": "runpodsandbox", "replies": {"Synchronize": {"update": [{"container_id": "c7", "linux": {"resources": {"cpu": {"shares": {"value": 44}}}}}]}}}),
+    );
+    h.wait_plugins(1).await;
+    let (record, json) = records.nth(1).await;
+    assert_eq!(record.event, "Synchronize");
+    assert_eq!(
+        json["changes"],
+        json!([{"container": "c7", "field": "CPUShares", "plugin": "40-syncer"}])
+    );
+    assert_eq!(
+        h.state.lock().unwrap().sync_updates[0].container_id,
+        "c7",
+        "and the runtime got them"
+    );
+}
