@@ -19,7 +19,13 @@ NRI_INCLUDE_DIR := $(CURDIR)/crates/nri-capi/include
 # (`#cgo pkg-config: nri`); inside the repository through the uninstalled
 # nri.pc that `make pkgconfig` writes next to the library.
 export PKG_CONFIG_PATH := $(NRI_LIB_DIR)/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG_CONFIG_PATH))
-export CGO_CFLAGS := $(or $(CGO_CFLAGS),-O2 -g)
+# Go's build cache does not see a rebuilt libnri.a either (it keys cgo on
+# flags and sources, not on the libraries linked), so it would link a test
+# binary against the core it linked last. The library's mtime and size in
+# CGO_CFLAGS make every rebuild of it a new key; `=` re-reads them for
+# each command, after earlier steps rebuilt the library.
+NRI_CGO_CFLAGS := $(or $(CGO_CFLAGS),-O2 -g)
+export CGO_CFLAGS = $(NRI_CGO_CFLAGS) -DNRI_LIB_STAMP=$(shell stat -c %Y.%s $(NRI_LIB_DIR)/libnri.a 2>/dev/null || echo none)
 # Go's build cache does not see pkg-config's answer, so a package built
 # against the debug library would be reused to link against the release
 # one (make bench). CGO_LDFLAGS is part of the cache key: naming the

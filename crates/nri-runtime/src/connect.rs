@@ -264,7 +264,7 @@ pub(crate) async fn connect(
         .received_message_limit(MAX_UNREGISTERED_MESSAGE)
         .conn_buffer_limit(2 * (mux::TTRPC_HEADER_LEN + MAX_UNREGISTERED_MESSAGE))
         .receive_budget(Arc::clone(&core.unregistered));
-    let mux = Mux::new(stream, unregistered);
+    let mux = Mux::new(mux::UnixTrunk::new(stream), unregistered);
     let setup = |e: &dyn std::fmt::Display| Error::Start(format!("plugin connection setup: {e}"));
 
     let raw = ttrpc::r#async::Client::new(ttrpc::r#async::transport::Socket::new(

@@ -411,7 +411,7 @@ impl<P: Plugin> Stub<P> {
     pub async fn start(&self) -> Result<(), StubError> {
         self.close().await;
         let stream = self.connect()?;
-        let mux = Mux::new(stream, mux::Options::default());
+        let mux = Mux::new(mux::UnixTrunk::new(stream), mux::Options::default());
         match self.handshake(&mux).await {
             Ok(server) => {
                 *self.session_lock() = Some(Session { mux, server });

@@ -71,6 +71,7 @@ mod error;
 mod frame;
 mod reader;
 mod receive;
+mod trunk;
 mod writer;
 
 #[cfg(test)]
@@ -99,6 +100,7 @@ pub use conn::Conn;
 pub use error::MuxError;
 pub use frame::{Framing, FRAME_HEADER_LEN, TTRPC_HEADER_LEN, TTRPC_MESSAGE_LENGTH_MAX};
 pub use receive::Budget;
+pub use trunk::UnixTrunk;
 
 /// Identifies a logical connection on the trunk.
 pub type ConnId = u32;
