@@ -10,6 +10,7 @@ use super::plugin::Plugin;
 use super::result::{CreateResult, StopResult, UpdateResult};
 use super::{Core, Error};
 use nri_api::*;
+use protobuf::MessageField;
 
 /// Prunes closed plugins when the event ends, however it ends.
 struct PruneOnExit<'a>(&'a Core);
@@ -90,14 +91,12 @@ pub(crate) async fn create_container(
         .filter(|p| p.is_validator())
         .cloned()
         .collect();
-    let mut draft = core.audit.as_ref().map(|a| {
-        let ctr = req.container.get_or_default();
-        a.draft(
-            "CreateContainer",
-            req.pod.as_ref(),
-            Some((&ctr.id, &ctr.name)),
-        )
-    });
+    let mut draft = audit_draft(
+        &core,
+        CreateContainerRequest::EVENT,
+        &req.pod,
+        &req.container,
+    );
 
     // The runtime's bytes are what plugins would be sent only if
     // normalizing adds nothing (go/adaptation normalizes before encoding).
@@ -200,14 +199,12 @@ pub(crate) async fn update_container(
     let _prune = PruneOnExit(&core);
     let budget = EventBudget::start(&core);
     let plugins = core.snapshot();
-    let draft = core.audit.as_ref().map(|a| {
-        let ctr = req.container.get_or_default();
-        a.draft(
-            "UpdateContainer",
-            req.pod.as_ref(),
-            Some((&ctr.id, &ctr.name)),
-        )
-    });
+    let draft = audit_draft(
+        &core,
+        UpdateContainerRequest::EVENT,
+        &req.pod,
+        &req.container,
+    );
     let mut result = UpdateResult::new(&mut req);
     let mut encoding = Encoding::default();
     let outcome = async {
@@ -255,14 +252,7 @@ pub(crate) async fn stop_container(
     let _prune = PruneOnExit(&core);
     let budget = EventBudget::start(&core);
     let plugins = core.snapshot();
-    let draft = core.audit.as_ref().map(|a| {
-        let ctr = req.container.get_or_default();
-        a.draft(
-            "StopContainer",
-            req.pod.as_ref(),
-            Some((&ctr.id, &ctr.name)),
-        )
-    });
+    let draft = audit_draft(&core, StopContainerRequest::EVENT, &req.pod, &req.container);
     let mut result = StopResult::new();
     let mut encoding = Encoding::default();
     let outcome = async {
@@ -296,6 +286,20 @@ pub(crate) async fn stop_container(
         .await;
     }
     outcome.map(|()| result.into_response())
+}
+
+/// The audit record an event starts, if the runtime keeps an audit log.
+fn audit_draft(
+    core: &Core,
+    event: Event,
+    pod: &MessageField<PodSandbox>,
+    ctr: &MessageField<Container>,
+) -> Option<crate::audit::Draft> {
+    let ctr = ctr.get_or_default();
+    let name = event.pretty_name();
+    core.audit
+        .as_ref()
+        .map(|a| a.draft(name, pod.as_ref(), Some((&ctr.id, &ctr.name))))
 }
 
 /// Submits the record of an event that only updates containers, if a
