@@ -448,7 +448,10 @@ static void plugin_identities_admit_only_what_the_policy_names(void **state)
     assert_int_equal(atomic_load(&admitted.registered), 1);
     assert_int_equal(atomic_load(&barred.registered), 0);
 
-    /* Who the admitted plugin is: this process. */
+    /* Who the admitted plugin is: this process. (It is active once the
+     * sync callback has returned, a moment after it counted the sync.) */
+    for (int i = 0; i < WAIT_MS / 10 && !nri_adaptation_has_plugin(f->a, "20-admitted"); i++)
+        sleep_ms(10);
     nri_buffer id = { 0 };
     char want[64];
     assert_fails(nri_adaptation_plugin_identity(f->a, NULL, &id, &err), &err,
