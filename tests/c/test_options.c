@@ -462,6 +462,8 @@ static void plugin_identities_admit_only_what_the_policy_names(void **state)
     char *json = strndup((const char *)id.data, id.len);
     snprintf(want, sizeof want, "{\"uid\":%u,\"gid\":%u,\"pid\":%d,", (unsigned)getuid(),
              (unsigned)getgid(), (int)getpid());
+    if (strncmp(json, want, strlen(want)) != 0)
+        fprintf(stderr, "identity %s, want it to start with %s\n", json, want);
     assert_true(strncmp(json, want, strlen(want)) == 0);
     free(json);
     nri_buffer_free(&id);

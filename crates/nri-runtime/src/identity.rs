@@ -52,7 +52,7 @@ impl PeerIdentity {
         let mut id = PeerIdentity::bare(cred.uid(), cred.gid(), cred.pid());
         if let Some(pid) = id.pid {
             id.read_proc(pid);
-            if pidfd.as_ref().is_some_and(|fd| !is_alive(fd)) {
+            if pidfd.as_ref().is_some_and(has_exited) {
                 // Gone before we finished: what /proc said may be another's.
                 id.forget_proc();
             }
@@ -175,8 +175,11 @@ fn peer_pidfd(socket: &tokio::net::UnixStream) -> Option<OwnedFd> {
     (rc == 0 && fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Whether the process behind `pidfd` still runs (signal 0 checks only).
-fn is_alive(pidfd: &OwnedFd) -> bool {
+/// Whether the process behind `pidfd` has exited (signal 0 checks only).
+/// Only the kernel's "no such process" says so: where the call is refused
+/// (a seccomp filter, an emulator), nothing is known, as on kernels
+/// without `SO_PEERPIDFD`.
+fn has_exited(pidfd: &OwnedFd) -> bool {
     // SAFETY: a null siginfo is allowed; signal 0 delivers nothing.
     let rc = unsafe {
         libc::syscall(
@@ -187,7 +190,7 @@ fn is_alive(pidfd: &OwnedFd) -> bool {
             0,
         )
     };
-    rc == 0
+    rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
 /// The path of the unified hierarchy in `/proc/<pid>/cgroup`, else of the
@@ -455,6 +458,23 @@ mod tests {
         assert!(a.same_principal(&b));
         assert!(!a.same_principal(&id(1, 0, "/usr/bin/p", "")));
         assert!(!a.same_principal(&id(0, 0, "/usr/bin/q", "")));
+    }
+
+    fn pidfd_of(pid: i32) -> OwnedFd {
+        // SAFETY: pidfd_open takes a pid and flags; a new fd is ours.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        assert!(fd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+        // SAFETY: the kernel gave us this descriptor.
+        unsafe { OwnedFd::from_raw_fd(fd as i32) }
+    }
+
+    #[test]
+    fn only_a_process_that_is_gone_has_exited() {
+        assert!(!has_exited(&pidfd_of(std::process::id() as i32)));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let fd = pidfd_of(child.id() as i32);
+        child.wait().unwrap();
+        assert!(has_exited(&fd));
     }
 
     #[tokio::test]
