@@ -153,7 +153,10 @@ impl Omitted {
 
 impl AuditRecord {
     /// The record's JSON text, at most `limit` bytes if leaving out the
-    /// values and then changes can make it so.
+    /// values and then changes can make it so: what stays (the container,
+    /// the outcome and error, the verdicts and identities, each text at
+    /// most 1 KiB) is bounded by the number of plugins, not by what they
+    /// send.
     pub fn to_json(&self, limit: usize) -> String {
         let text = |r: &AuditRecord| serde_json::to_string(r).unwrap_or_default();
         let full = text(self);
@@ -422,11 +425,11 @@ impl Draft {
             Ok(()) => r.outcome = "applied",
             Err(e @ Error::Rejected { .. }) => {
                 r.outcome = "rejected";
-                r.error = Some(e.to_string());
+                r.error = Some(bounded(e.to_string()));
             }
             Err(e) => {
                 r.outcome = "failed";
-                r.error = Some(e.to_string());
+                r.error = Some(bounded(e.to_string()));
             }
         }
         let mut named: Vec<&str> = r.changes.iter().map(|c| c.plugin.as_str()).collect();
@@ -452,8 +455,8 @@ pub(crate) fn verdicts(
             let (verdict, reason) = match said {
                 Ok(()) if v.is_closed() => ("skipped", None),
                 Ok(()) => ("accepted", None),
-                Err(Error::Rejected { reason, .. }) => ("rejected", Some(reason.clone())),
-                Err(e) => ("failed", Some(e.to_string())),
+                Err(Error::Rejected { reason, .. }) => ("rejected", Some(bounded(reason.clone()))),
+                Err(e) => ("failed", Some(bounded(e.to_string()))),
             };
             AuditVerdict {
                 plugin: v.name.clone(),
@@ -477,6 +480,23 @@ fn audit_plugin(name: &str, plugin: Option<&Plugin>) -> AuditPlugin {
             .map(|e| e.display().to_string()),
         pod_uid: id.and_then(|i| i.pod_uid.clone()),
     }
+}
+
+/// Most bytes of one error or reason in a record: a plugin writes them,
+/// and the record limit must not depend on its restraint.
+const MAX_TEXT: usize = 1 << 10;
+
+/// `text`, cut to [`MAX_TEXT`] bytes at a character boundary.
+pub(crate) fn bounded(mut text: String) -> String {
+    if text.len() > MAX_TEXT {
+        let mut end = MAX_TEXT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
 }
 
 /// A `Field` number's name; a number this version does not know, as is.

@@ -222,8 +222,10 @@ impl api::ttrpc::Runtime for RuntimeService {
                         record.outcome = "partial";
                         let ids: Vec<&str> =
                             failed.iter().map(|u| u.container_id.as_str()).collect();
-                        record.error =
-                            Some(format!("the runtime failed to update {}", ids.join(", ")));
+                        record.error = Some(crate::audit::bounded(format!(
+                            "the runtime failed to update {}",
+                            ids.join(", ")
+                        )));
                     }
                 }
                 auditor.submit(record).await;

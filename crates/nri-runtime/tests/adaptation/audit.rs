@@ -314,3 +314,28 @@ async fn updates_in_a_synchronize_reply_are_recorded() {
         "and the runtime got them"
     );
 }
+
+#[tokio::test]
+async fn a_validators_long_reason_does_not_break_the_limit() {
+    let (h, records) = audited(|o| o.audit_record_limit(8192)).await;
+    h.connect("resources", "10", resource_plugin());
+    let reason = "no ".repeat(40_000);
+    let _v = GoPlugin::start(
+        &h,
+        "wordy",
+        "90",
+        json!({"events": "validatecontaineradjustment", "validate": {"reject": true, "reason": reason}}),
+    );
+    h.wait_plugins(2).await;
+    creation_error(&h, create_req("p", "c")).await;
+    let (_, json) = records.nth(1).await;
+    let text = records.0.lock().unwrap()[0].1.clone();
+    assert!(text.len() <= 8192, "{} bytes", text.len());
+    assert_eq!(json["outcome"], "rejected");
+    let said = json["validators"][0]["reason"].as_str().unwrap();
+    assert!(
+        said.len() <= (1 << 10) + 3 && said.ends_with('…'),
+        "{} bytes",
+        said.len()
+    );
+}
