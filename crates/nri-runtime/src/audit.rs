@@ -197,7 +197,7 @@ impl AuditConfig {
 
 /// The core's end of the audit log.
 pub(crate) struct Auditor {
-    queue: Option<tokio::sync::mpsc::Sender<AuditRecord>>,
+    queue: Option<tokio::sync::mpsc::Sender<Pending>>,
     thread: Option<std::thread::JoinHandle<()>>,
     env_values: bool,
 }
@@ -220,13 +220,14 @@ impl Auditor {
             ),
             None => None,
         };
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<AuditRecord>(QUEUE);
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Pending>(QUEUE);
         let (sink, limit, path) = (cfg.sink, cfg.record_limit, cfg.file);
         let thread = std::thread::Builder::new()
             .name("nri-audit".into())
             .spawn(move || {
                 let mut file = file;
-                while let Some(record) = rx.blocking_recv() {
+                while let Some(pending) = rx.blocking_recv() {
+                    let record = pending.render();
                     let json = record.to_json(limit);
                     if let Some(sink) = &sink {
                         sink.record(&record, &json);
@@ -249,7 +250,7 @@ impl Auditor {
 
     /// Queues `record`, waiting (without blocking the thread) while the
     /// queue is full.
-    pub(crate) async fn submit(&self, record: AuditRecord) {
+    pub(crate) async fn submit(&self, record: Pending) {
         if let Some(queue) = &self.queue {
             let _ = queue.send(record).await;
         }
@@ -283,6 +284,8 @@ impl Auditor {
                 plugins: Vec::new(),
                 omitted: Omitted::default(),
             },
+            adjust: None,
+            updates: Vec::new(),
             env_values: self.env_values,
         }
     }
@@ -298,7 +301,7 @@ impl Auditor {
         plugin: &Plugin,
         updates: &[ContainerUpdate],
         outcome: Result<(), &Error>,
-    ) -> Option<AuditRecord> {
+    ) -> Option<Pending> {
         let mut draft = self.draft(event, None, None);
         // The merge's bookkeeping says which fields the updates set.
         let mut merged = crate::result::StopResult::new();
@@ -330,7 +333,40 @@ impl Drop for Auditor {
 /// A record being filled in by an event.
 pub(crate) struct Draft {
     record: AuditRecord,
+    /// The merged values, rendered on the audit thread.
+    adjust: Option<nri_api::ContainerAdjustment>,
+    updates: Vec<ContainerUpdate>,
     env_values: bool,
+}
+
+/// A record whose values are still protobuf messages: rendering them to
+/// JSON is most of a record's cost, and it is the audit thread's.
+pub(crate) struct Pending {
+    pub(crate) record: AuditRecord,
+    adjust: Option<nri_api::ContainerAdjustment>,
+    updates: Vec<ContainerUpdate>,
+    env_values: bool,
+}
+
+impl Pending {
+    fn render(mut self) -> AuditRecord {
+        let env_values = self.env_values;
+        self.record.adjustment = self.adjust.map(|a| values(&a, env_values));
+        self.record.updates = self.updates.iter().map(|u| values(u, env_values)).collect();
+        self.record
+    }
+}
+
+/// A message as protobuf JSON in sorted maps, empty parts left out and,
+/// unless `env_values`, environment values redacted.
+fn values(msg: &impl MessageFull, env_values: bool) -> Value {
+    let text = protobuf_json_mapping::print_to_string(msg).unwrap_or_default();
+    let mut value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    if !env_values {
+        redact_env(&mut value);
+    }
+    prune_empty(&mut value);
+    value
 }
 
 impl Draft {
@@ -375,26 +411,16 @@ impl Draft {
 
     /// The merged adjustment of the created container.
     pub(crate) fn adjustment(&mut self, adjust: &nri_api::ContainerAdjustment) {
-        self.record.adjustment = Some(self.values(adjust));
+        self.adjust = Some(adjust.clone());
     }
 
     /// The merged updates.
     pub(crate) fn updates(&mut self, updates: &[ContainerUpdate]) {
-        self.record.updates = updates
+        self.updates = updates
             .iter()
             .filter(|u| !u.container_id.is_empty())
-            .map(|u| self.values(u))
+            .cloned()
             .collect();
-    }
-
-    fn values(&self, msg: &impl MessageFull) -> Value {
-        let text = protobuf_json_mapping::print_to_string(msg).unwrap_or_default();
-        let mut value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        if !self.env_values {
-            redact_env(&mut value);
-        }
-        prune_empty(&mut value);
-        value
     }
 
     /// What the validators said (see [`verdicts`]).
@@ -414,12 +440,8 @@ impl Draft {
     }
 
     /// The record, with `outcome` and the identities of the plugins
-    /// named, taken from `plugins`.
-    pub(crate) fn finish(
-        mut self,
-        outcome: Result<(), &Error>,
-        plugins: &[&Plugin],
-    ) -> AuditRecord {
+    /// named, taken from `plugins`; its values still to be rendered.
+    pub(crate) fn finish(mut self, outcome: Result<(), &Error>, plugins: &[&Plugin]) -> Pending {
         let r = &mut self.record;
         match outcome {
             Ok(()) => r.outcome = "applied",
@@ -439,7 +461,12 @@ impl Draft {
             .into_iter()
             .map(|name| audit_plugin(name, plugins.iter().find(|p| p.name == name).copied()))
             .collect();
-        self.record
+        Pending {
+            record: self.record,
+            adjust: self.adjust,
+            updates: self.updates,
+            env_values: self.env_values,
+        }
     }
 }
 

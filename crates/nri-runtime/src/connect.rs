@@ -213,22 +213,22 @@ impl api::ttrpc::Runtime for RuntimeService {
                 .err()
                 .map(|e| Error::Runtime(e.to_string().into()));
             let said = failure.as_ref().map_or(Ok(()), Err);
-            if let Some(mut record) = auditor
+            if let Some(mut pending) = auditor
                 .plugin_updates("UpdateContainers", &plugin, &updates, said)
                 .await
             {
                 if let Ok(failed) = &outcome {
                     if !failed.is_empty() {
-                        record.outcome = "partial";
+                        pending.record.outcome = "partial";
                         let ids: Vec<&str> =
                             failed.iter().map(|u| u.container_id.as_str()).collect();
-                        record.error = Some(crate::audit::bounded(format!(
+                        pending.record.error = Some(crate::audit::bounded(format!(
                             "the runtime failed to update {}",
                             ids.join(", ")
                         )));
                     }
                 }
-                auditor.submit(record).await;
+                auditor.submit(pending).await;
             }
         }
         match outcome {

@@ -49,7 +49,9 @@ type coreRun struct {
 	layout, stub         string
 	plugins, ops, warmup int
 	validator            bool
-	wrapper              []string
+	// Whether the core keeps an audit log (a file in the run's directory).
+	audit   bool
+	wrapper []string
 }
 
 func (h *harness) runLayout(layout, stub string, plugins, ops, warmup int) (layoutRound, error) {
@@ -78,6 +80,9 @@ func (h *harness) runCore(run coreRun) (layoutRound, error) {
 		"-request", reqFile, "-ops", strconv.Itoa(ops), "-warmup", strconv.Itoa(warmup)}
 	if run.validator {
 		args = append(args, "-validator", "1")
+	}
+	if run.audit {
+		args = append(args, "-audit", filepath.Join(dir, "audit.jsonl"))
 	}
 	if len(run.wrapper) > 0 {
 		args = append(append([]string{}, run.wrapper...), args...)
@@ -172,6 +177,7 @@ func (h *harness) runCore(run coreRun) (layoutRound, error) {
 type instrCount struct {
 	Plugins   int     `json:"plugins"`
 	Validator bool    `json:"default_validator,omitempty"`
+	Audit     bool    `json:"audit_log,omitempty"`
 	PerEvent  float64 `json:"instructions_per_event"`
 	PerHop    float64 `json:"instructions_per_hop"`
 	Error     string  `json:"error,omitempty"`
@@ -179,8 +185,8 @@ type instrCount struct {
 
 // countInstructions runs nri-bench-core under callgrind twice, with n and
 // 2n events, so that start-up and shutdown cancel out of the difference.
-func (h *harness) countInstructions(plugins int, validator bool, n int) instrCount {
-	out := instrCount{Plugins: plugins, Validator: validator}
+func (h *harness) countInstructions(plugins int, validator, audit bool, n int) instrCount {
+	out := instrCount{Plugins: plugins, Validator: validator, Audit: audit}
 	total := func(ops int) (float64, error) {
 		dir, err := h.newDir()
 		if err != nil {
@@ -189,7 +195,7 @@ func (h *harness) countInstructions(plugins int, validator bool, n int) instrCou
 		file := filepath.Join(dir, "callgrind.out")
 		wrapper := []string{"valgrind", "--tool=callgrind", "--callgrind-out-file=" + file}
 		if _, err := h.runCore(coreRun{layout: "wire", stub: stubRust, plugins: plugins, ops: ops, warmup: 0,
-			validator: validator, wrapper: wrapper}); err != nil {
+			validator: validator, audit: audit, wrapper: wrapper}); err != nil {
 			return 0, err
 		}
 		data, err := os.ReadFile(file)

@@ -190,13 +190,13 @@ func markdown(r *results, resultsName, pngRel string) string {
 		w("## Instructions of the core\n\nCallgrind of `nri-bench-core` in its `wire` layout: the C ABI's path for ")
 		w("CreateContainer (decode the request, the plugin hops, merge, encode the answer), typical Rust-stub plugins, ")
 		w("whole process, from runs of n and 2n events so that start-up cancels out. Counts do not depend on the machine's load.\n\n")
-		w("| plugins | default validator | instructions per event | per plugin hop |\n|---|---|---|---|\n")
+		w("| plugins | default validator | audit log | instructions per event | per plugin hop |\n|---|---|---|---|---|\n")
 		for _, ic := range r.Instructions {
 			if ic.Error != "" {
-				w("| %d | %v | failed: %s | |\n", ic.Plugins, ic.Validator, ic.Error)
+				w("| %d | %v | %v | failed: %s | |\n", ic.Plugins, ic.Validator, ic.Audit, ic.Error)
 				continue
 			}
-			w("| %d | %v | %.0f | %.0f |\n", ic.Plugins, ic.Validator, ic.PerEvent, ic.PerHop)
+			w("| %d | %v | %v | %.0f | %.0f |\n", ic.Plugins, ic.Validator, ic.Audit, ic.PerEvent, ic.PerHop)
 		}
 		w("\n")
 	}

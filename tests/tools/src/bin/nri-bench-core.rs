@@ -4,10 +4,11 @@
 //! layout rests on a measurement. go/bench starts this process, starts the
 //! plugins against its socket and reads one JSON line of results.
 //!
-//! Usage: nri-bench-core -layout L -socket PATH -plugins N -request FILE -ops N -warmup N [-validator 1]
+//! Usage: nri-bench-core -layout L -socket PATH -plugins N -request FILE -ops N -warmup N [-validator 1] [-audit FILE]
 //!
 //! `-validator 1` enables the default validator as go/bench's
-//! `benchValidator` does (on, refusing OCI hooks, `bench0` required).
+//! `benchValidator` does (on, refusing OCI hooks, `bench0` required);
+//! `-audit FILE` keeps the audit log in FILE.
 //!
 //! Layouts (the caller is this process's main thread, which blocks the way
 //! the C ABI's callers do):
@@ -58,6 +59,8 @@ struct Args {
     ops: usize,
     warmup: usize,
     validator: bool,
+    /// Where the audit log goes, if it is kept.
+    audit: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -69,6 +72,7 @@ fn parse_args() -> Result<Args, String> {
         ops: 1000,
         warmup: 100,
         validator: false,
+        audit: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -82,6 +86,7 @@ fn parse_args() -> Result<Args, String> {
             "ops" => a.ops = num(&value)?,
             "warmup" => a.warmup = num(&value)?,
             "validator" => a.validator = num(&value)? != 0,
+            "audit" => a.audit = Some(value),
             f => return Err(format!("unknown flag -{f}")),
         }
     }
@@ -146,6 +151,9 @@ fn main() -> Result<(), BoxError> {
             required_plugins: vec!["bench0".into()],
             ..Default::default()
         });
+    }
+    if let Some(file) = &args.audit {
+        opts = opts.audit_file(file);
     }
     let driver = match args.layout.as_str() {
         "dedicated" | "wire" => Driver::Block,
