@@ -322,17 +322,22 @@ fn lock(reaped: &Mutex<Option<Exit>>) -> MutexGuard<'_, Option<Exit>> {
     reaped.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The turn of a unit test that opens pidfds or reaper threads: the tests
+/// below count those of the whole process, so every test that makes one
+/// (these, and the peer identity's) takes turns.
+#[cfg(test)]
+pub(crate) fn pidfd_test_turn() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Instant;
 
-    /// The tests count pidfds and reaper threads of the whole process, so
-    /// they take turns (nothing else in this crate's unit tests makes either).
-    static SERIAL: Mutex<()> = Mutex::new(());
-
     fn serial() -> MutexGuard<'static, ()> {
-        SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+        pidfd_test_turn()
     }
 
     fn runtime() -> tokio::runtime::Runtime {
