@@ -17,11 +17,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use log::warn;
-use protobuf::{Enum, EnumFull, MessageFull};
+use protobuf::MessageFull;
 use serde::Serialize;
 use serde_json::Value;
 
-use nri_api::{ContainerUpdate, Field, OwningPlugins, PodSandbox};
+use nri_api::{ContainerUpdate, OwningPlugins, PodSandbox};
 
 use crate::identity::PeerIdentity;
 use crate::plugin::Plugin;
@@ -295,18 +295,18 @@ impl Auditor {
     /// Records updates a plugin made of its own accord (`UpdateContainers`,
     /// or its reply to `Synchronize`), with `outcome` of handing them to
     /// the runtime, if they change anything.
-    pub(crate) async fn plugin_updates(
+    pub(crate) fn plugin_updates(
         &self,
         event: &'static str,
         plugin: &Plugin,
-        updates: &[ContainerUpdate],
+        updates: Vec<ContainerUpdate>,
         outcome: Result<(), &Error>,
     ) -> Option<Pending> {
         let mut draft = self.draft(event, None, None);
         // The merge's bookkeeping says which fields the updates set.
         let mut merged = crate::result::StopResult::new();
         let rpl = nri_api::StopContainerResponse {
-            update: updates.to_vec(),
+            update: updates,
             ..Default::default()
         };
         if merged.apply(&plugin.name, rpl).is_ok() {
@@ -528,10 +528,7 @@ pub(crate) fn bounded(mut text: String) -> String {
 
 /// A `Field` number's name; a number this version does not know, as is.
 fn field_name(field: i32) -> String {
-    match Field::from_i32(field) {
-        Some(f) => f.descriptor().name().to_string(),
-        None => field.to_string(),
-    }
+    nri_validator::field_name(field).unwrap_or_else(|| field.to_string())
 }
 
 /// Replaces the values of every `env` list's entries (`{"key", "value"}`).

@@ -213,9 +213,8 @@ impl api::ttrpc::Runtime for RuntimeService {
                 .err()
                 .map(|e| Error::Runtime(e.to_string().into()));
             let said = failure.as_ref().map_or(Ok(()), Err);
-            if let Some(mut pending) = auditor
-                .plugin_updates("UpdateContainers", &plugin, &updates, said)
-                .await
+            if let Some(mut pending) =
+                auditor.plugin_updates("UpdateContainers", &plugin, updates, said)
             {
                 if let Ok(failed) = &outcome {
                     if !failed.is_empty() {

@@ -217,9 +217,8 @@ pub(crate) async fn synchronize(
             if let Some(auditor) = plugin.core().audit.as_ref() {
                 // Handed to the runtime with the sync: "applied" as far
                 // as the adaptation can tell.
-                let record = auditor
-                    .plugin_updates("Synchronize", plugin, &rpl.update, Ok(()))
-                    .await;
+                let record =
+                    auditor.plugin_updates("Synchronize", plugin, rpl.update.clone(), Ok(()));
                 if let Some(record) = record {
                     auditor.submit(record).await;
                 }

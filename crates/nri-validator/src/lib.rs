@@ -27,7 +27,8 @@ use nri_api::{
 
 pub use annotations::{effective_annotation, ANNOTATION_DOMAIN, REQUIRED_PLUGINS_ANNOTATION};
 pub use permissions::{
-    permission_kind, PermissionKind, PluginPermissions, UnknownPermissionKind, ANY_PLUGIN,
+    field_name, permission_kind, PermissionKind, PluginPermissions, UnknownPermissionKind,
+    ANY_PLUGIN,
 };
 
 /// Base name the default validator registers under.

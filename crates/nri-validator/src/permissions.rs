@@ -448,7 +448,7 @@ fn check_mount_sources<'a>(
 
 /// The name of a field number, as the proto spells it, if this version
 /// knows it.
-pub(crate) fn field_name(field: i32) -> Option<String> {
+pub fn field_name(field: i32) -> Option<String> {
     use protobuf::EnumFull;
     Field::from_i32(field).map(|f| f.descriptor().name().to_string())
 }
