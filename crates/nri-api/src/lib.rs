@@ -37,6 +37,7 @@ mod owners;
 pub mod plugin;
 pub mod quote;
 pub mod removal;
+pub mod wire;
 
 pub use event::{EventMask, UnknownEvent, ALL_EVENTS};
 pub use optional::OptionalValue;

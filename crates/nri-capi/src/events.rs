@@ -33,19 +33,38 @@ unsafe fn run_event<Req: Message, T>(
     Ok(run(&a.inner, req)?)
 }
 
-/// An event without a response.
+/// An event plugins only observe, relayed with the caller's bytes
+/// ([`Adaptation::relay_encoded`]).
 ///
 /// # Safety
-/// As for [`run_event`]; `err` is NULL or writable.
-unsafe fn event<Req: Message>(
+/// `a` is NULL or a live handle; `req` is valid for reads of `len` bytes,
+/// or `len` is 0.
+unsafe fn run_observed(
     a: *const nri_adaptation,
+    event: Event,
+    req: *const u8,
+    len: usize,
+) -> Result<(), Failure> {
+    // SAFETY: this function's contract: `a` is NULL or a live handle.
+    let a = unsafe { nri_adaptation::arg(a) }?;
+    // SAFETY: this function's contract: `req` is valid for `len` bytes.
+    let req = unsafe { bytes("request", req, len) }?;
+    Ok(block_on(a.inner.relay_encoded(event, req.to_vec()))?)
+}
+
+/// [`run_observed`] behind the error boundary.
+///
+/// # Safety
+/// As for [`run_observed`]; `err` is NULL or writable.
+unsafe fn observed(
+    a: *const nri_adaptation,
+    event: Event,
     req: *const u8,
     len: usize,
     err: *mut *mut nri_error,
-    run: impl FnOnce(&Adaptation, Req) -> Result<(), Error>,
 ) -> nri_status {
-    // SAFETY: this function's contract is `run_event`'s.
-    boundary(err, || unsafe { run_event(a, req, len, run) })
+    // SAFETY: this function's contract is `run_observed`'s.
+    boundary(err, || unsafe { run_observed(a, event, req, len) })
 }
 
 /// An event with a response: checks the output slot before running it, so
@@ -144,28 +163,26 @@ fn has_response(event: Event) -> bool {
     )
 }
 
-/// Decodes the request of `event`, relays it, and encodes the response of
-/// an event that has one. Dropping the future gives the event up.
+/// Relays the request of `event` and encodes the response of an event that
+/// has one. Requests are decoded only where the core needs the message:
+/// UpdateContainer and StopContainer; the others are checked and sent to
+/// plugins as the caller encoded them. Dropping the future gives the event
+/// up.
 async fn relay(a: &Adaptation, event: Event, req: &[u8]) -> Result<Option<nri_buffer>, Failure> {
     let done = |r: Result<(), Error>| r.map(|()| None).map_err(Failure::from);
     let answered = |r: Result<nri_buffer, Failure>| r.map(Some);
     match event {
-        Event::RUN_POD_SANDBOX => done(a.run_pod_sandbox(decode(req)?).await),
-        Event::UPDATE_POD_SANDBOX => answered(encode(&a.update_pod_sandbox(decode(req)?).await?)),
-        Event::POST_UPDATE_POD_SANDBOX => done(a.post_update_pod_sandbox(decode(req)?).await),
-        Event::STOP_POD_SANDBOX => done(a.stop_pod_sandbox(decode(req)?).await),
-        Event::REMOVE_POD_SANDBOX => done(a.remove_pod_sandbox(decode(req)?).await),
+        Event::UPDATE_POD_SANDBOX => {
+            a.relay_encoded(event, req.to_vec()).await?;
+            answered(encode(&UpdatePodSandboxResponse::default()))
+        }
         Event::CREATE_CONTAINER => answered(Ok(nri_buffer::from_vec(
             a.create_container_wire(req.to_vec()).await?,
         ))),
-        Event::POST_CREATE_CONTAINER => done(a.post_create_container(decode(req)?).await),
-        Event::START_CONTAINER => done(a.start_container(decode(req)?).await),
-        Event::POST_START_CONTAINER => done(a.post_start_container(decode(req)?).await),
         Event::UPDATE_CONTAINER => answered(encode(&a.update_container(decode(req)?).await?)),
-        Event::POST_UPDATE_CONTAINER => done(a.post_update_container(decode(req)?).await),
         Event::STOP_CONTAINER => answered(encode(&a.stop_container(decode(req)?).await?)),
-        Event::REMOVE_CONTAINER => done(a.remove_container(decode(req)?).await),
-        other => Err(Failure::invalid(format!("unknown event {}", other as i32))),
+        // The others plugins only observe.
+        _ => done(a.relay_encoded(event, req.to_vec()).await),
     }
 }
 
@@ -185,12 +202,8 @@ pub unsafe extern "C" fn nri_adaptation_run_pod_sandbox(
 ) -> nri_status {
     // SAFETY: nri_adaptation_run_pod_sandbox's contract: `a` is a live handle,
     // `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or writable:
-    // event's preconditions.
-    unsafe {
-        event(a, req, len, err, |a, r: RunPodSandboxRequest| {
-            block_on(a.run_pod_sandbox(r))
-        })
-    }
+    // observed's preconditions.
+    unsafe { observed(a, Event::RUN_POD_SANDBOX, req, len, err) }
 }
 
 /// Relays an `UpdatePodSandboxRequest`; `*rsp` receives an
@@ -207,14 +220,17 @@ pub unsafe extern "C" fn nri_adaptation_update_pod_sandbox(
     rsp: *mut nri_buffer,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: nri_adaptation_update_pod_sandbox's contract: `a` is a live
-    // handle, `req` holds `len` bytes (NULL if `len` is 0), `rsp` is writable,
-    // `err` is NULL or writable: event_with_response's preconditions.
-    unsafe {
-        event_with_response(a, req, len, rsp, err, |a, r: UpdatePodSandboxRequest| {
-            block_on(a.update_pod_sandbox(r))
-        })
-    }
+    boundary(err, || {
+        // SAFETY: nri_adaptation_update_pod_sandbox's contract: `rsp` is
+        // writable.
+        let rsp = unsafe { OutSlot::new("response", rsp) }?;
+        // SAFETY: nri_adaptation_update_pod_sandbox's contract: `a` is a
+        // live handle, `req` holds `len` bytes (NULL if `len` is 0):
+        // run_observed's preconditions.
+        unsafe { run_observed(a, Event::UPDATE_POD_SANDBOX, req, len) }?;
+        rsp.write(encode(&UpdatePodSandboxResponse::default())?);
+        Ok(())
+    })
 }
 
 /// Relays a `PostUpdatePodSandboxRequest`.
@@ -231,12 +247,8 @@ pub unsafe extern "C" fn nri_adaptation_post_update_pod_sandbox(
 ) -> nri_status {
     // SAFETY: nri_adaptation_post_update_pod_sandbox's contract: `a` is a live
     // handle, `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or
-    // writable: event's preconditions.
-    unsafe {
-        event(a, req, len, err, |a, r: PostUpdatePodSandboxRequest| {
-            block_on(a.post_update_pod_sandbox(r))
-        })
-    }
+    // writable: observed's preconditions.
+    unsafe { observed(a, Event::POST_UPDATE_POD_SANDBOX, req, len, err) }
 }
 
 /// Relays a `StopPodSandboxRequest`.
@@ -253,12 +265,8 @@ pub unsafe extern "C" fn nri_adaptation_stop_pod_sandbox(
 ) -> nri_status {
     // SAFETY: nri_adaptation_stop_pod_sandbox's contract: `a` is a live handle,
     // `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or writable:
-    // event's preconditions.
-    unsafe {
-        event(a, req, len, err, |a, r: StopPodSandboxRequest| {
-            block_on(a.stop_pod_sandbox(r))
-        })
-    }
+    // observed's preconditions.
+    unsafe { observed(a, Event::STOP_POD_SANDBOX, req, len, err) }
 }
 
 /// Relays a `RemovePodSandboxRequest`.
@@ -275,12 +283,8 @@ pub unsafe extern "C" fn nri_adaptation_remove_pod_sandbox(
 ) -> nri_status {
     // SAFETY: nri_adaptation_remove_pod_sandbox's contract: `a` is a live
     // handle, `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or
-    // writable: event's preconditions.
-    unsafe {
-        event(a, req, len, err, |a, r: RemovePodSandboxRequest| {
-            block_on(a.remove_pod_sandbox(r))
-        })
-    }
+    // writable: observed's preconditions.
+    unsafe { observed(a, Event::REMOVE_POD_SANDBOX, req, len, err) }
 }
 
 /// Collects the plugins' adjustments of a new container, merged and
@@ -327,12 +331,8 @@ pub unsafe extern "C" fn nri_adaptation_post_create_container(
 ) -> nri_status {
     // SAFETY: nri_adaptation_post_create_container's contract: `a` is a live
     // handle, `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or
-    // writable: event's preconditions.
-    unsafe {
-        event(a, req, len, err, |a, r: PostCreateContainerRequest| {
-            block_on(a.post_create_container(r))
-        })
-    }
+    // writable: observed's preconditions.
+    unsafe { observed(a, Event::POST_CREATE_CONTAINER, req, len, err) }
 }
 
 /// Relays a `StartContainerRequest`.
@@ -349,12 +349,8 @@ pub unsafe extern "C" fn nri_adaptation_start_container(
 ) -> nri_status {
     // SAFETY: nri_adaptation_start_container's contract: `a` is a live handle,
     // `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or writable:
-    // event's preconditions.
-    unsafe {
-        event(a, req, len, err, |a, r: StartContainerRequest| {
-            block_on(a.start_container(r))
-        })
-    }
+    // observed's preconditions.
+    unsafe { observed(a, Event::START_CONTAINER, req, len, err) }
 }
 
 /// Relays a `PostStartContainerRequest`.
@@ -371,12 +367,8 @@ pub unsafe extern "C" fn nri_adaptation_post_start_container(
 ) -> nri_status {
     // SAFETY: nri_adaptation_post_start_container's contract: `a` is a live
     // handle, `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or
-    // writable: event's preconditions.
-    unsafe {
-        event(a, req, len, err, |a, r: PostStartContainerRequest| {
-            block_on(a.post_start_container(r))
-        })
-    }
+    // writable: observed's preconditions.
+    unsafe { observed(a, Event::POST_START_CONTAINER, req, len, err) }
 }
 
 /// Collects the plugins' updates; `*rsp` receives an
@@ -417,12 +409,8 @@ pub unsafe extern "C" fn nri_adaptation_post_update_container(
 ) -> nri_status {
     // SAFETY: nri_adaptation_post_update_container's contract: `a` is a live
     // handle, `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or
-    // writable: event's preconditions.
-    unsafe {
-        event(a, req, len, err, |a, r: PostUpdateContainerRequest| {
-            block_on(a.post_update_container(r))
-        })
-    }
+    // writable: observed's preconditions.
+    unsafe { observed(a, Event::POST_UPDATE_CONTAINER, req, len, err) }
 }
 
 /// Collects the plugins' updates of other containers; `*rsp` receives a
@@ -463,10 +451,6 @@ pub unsafe extern "C" fn nri_adaptation_remove_container(
 ) -> nri_status {
     // SAFETY: nri_adaptation_remove_container's contract: `a` is a live handle,
     // `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or writable:
-    // event's preconditions.
-    unsafe {
-        event(a, req, len, err, |a, r: RemoveContainerRequest| {
-            block_on(a.remove_container(r))
-        })
-    }
+    // observed's preconditions.
+    unsafe { observed(a, Event::REMOVE_CONTAINER, req, len, err) }
 }

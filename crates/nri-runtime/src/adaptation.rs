@@ -11,6 +11,7 @@ use nri_api::*;
 use protobuf::Message;
 
 use crate::activate::start_plugins;
+use crate::call::Request;
 use crate::shared::Core;
 use crate::thread::RuntimeThread;
 use crate::{
@@ -137,16 +138,22 @@ impl Adaptation {
         }
     }
 
-    /// Runs an event on the adaptation's runtime, if it is running.
-    async fn on_event<T, F>(&self, f: F) -> Result<T, Error>
+    /// Runs an event on the adaptation's runtime, if it is running. The
+    /// event's future is boxed at once: it is several KiB, and every move
+    /// of it (into this future, into the caller's executor, into the task)
+    /// would copy it.
+    fn on_event<T, F>(&self, f: F) -> impl Future<Output = Result<T, Error>> + '_
     where
         T: Send + 'static,
         F: Future<Output = Result<T, Error>> + Send + 'static,
     {
-        if !self.is_running() {
-            return Err(Error::NotRunning);
+        let f = Box::pin(f);
+        async move {
+            if !self.is_running() {
+                return Err(Error::NotRunning);
+            }
+            self.on_core(f).await
         }
-        self.on_core(f).await
     }
 
     /// Starts builtin and pre-installed plugins, synchronizes them with the
@@ -295,7 +302,8 @@ impl Adaptation {
 
     pub async fn run_pod_sandbox(&self, req: RunPodSandboxRequest) -> Result<(), Error> {
         let core = Arc::clone(&self.core);
-        self.on_event(events::run_pod_sandbox(core, req)).await
+        self.on_event(events::run_pod_sandbox(core, Request::Decoded(req)))
+            .await
     }
 
     /// Plugins can only observe this event; the response is always empty.
@@ -329,27 +337,27 @@ impl Adaptation {
         req: CreateContainerRequest,
     ) -> Result<CreateContainerResponse, Error> {
         let core = Arc::clone(&self.core);
-        self.on_event(events::create_container(core, req, None))
-            .await
+        self.on_event(events::create_container(
+            core,
+            events::Creation::Decoded(req),
+        ))
+        .await
     }
 
     /// [`create_container`](Self::create_container) of a request the
     /// runtime holds encoded, answered encoded: how the C ABI relays the
-    /// event. The request is decoded, and the response encoded, on the
-    /// adaptation's own thread, so the decoded request's ~200 allocations
-    /// are made and freed by one thread (freed by another than the one that
-    /// made them, glibc's allocator takes the slow path for most of them).
-    /// If the request has the empty parts upstream adds to a container before
-    /// the first plugin (hooks, linux resources, memory and CPU), plugins are
-    /// sent these bytes instead of an encoding of the adaptation's, until a
-    /// plugin adjusts the container.
+    /// event. With one plugin taking the event and no validator or audit
+    /// log, the request is checked, not decoded, and the plugin is sent
+    /// these bytes; otherwise it is decoded on the adaptation's own thread
+    /// (so that one thread makes and frees its ~200 allocations), and
+    /// plugins are sent these bytes until one adjusts the container. Either
+    /// way that takes bytes with the empty parts upstream adds to a
+    /// container before the first plugin (hooks, linux resources, memory
+    /// and CPU), as go/adaptation encodes them.
     pub async fn create_container_wire(&self, encoded: Vec<u8>) -> Result<Vec<u8>, Error> {
         let core = Arc::clone(&self.core);
         self.on_event(async move {
-            let req = CreateContainerRequest::parse_from_bytes(&encoded).map_err(|e| {
-                Error::InvalidMessage(format!("invalid {}: {e}", CreateContainerRequest::NAME))
-            })?;
-            let rsp = events::create_container(core, req, Some(encoded)).await?;
+            let rsp = events::create_container(core, events::Creation::Encoded(encoded)).await?;
             rsp.write_to_bytes().map_err(|e| {
                 Error::InvalidMessage(format!(
                     "cannot encode {}: {e}",
@@ -358,6 +366,43 @@ impl Adaptation {
             })
         })
         .await
+    }
+
+    /// Relays an event that plugins only observe, its request held
+    /// encoded by the runtime: RunPodSandbox, UpdatePodSandbox (whose
+    /// response is always empty), PostUpdatePodSandbox, StopPodSandbox,
+    /// RemovePodSandbox, PostCreateContainer, StartContainer,
+    /// PostStartContainer, PostUpdateContainer and RemoveContainer. The
+    /// bytes are checked and sent to plugins as they are; they are decoded
+    /// only for a plugin that needs the message (builtin, StateChange) or
+    /// for the required-plugins guard of RunPodSandbox. Another event is
+    /// refused as invalid.
+    pub async fn relay_encoded(&self, event: Event, encoded: Vec<u8>) -> Result<(), Error> {
+        // Checked on the caller's thread: it allocates nothing.
+        let relay = match event {
+            Event::RUN_POD_SANDBOX => {
+                let req = Request::checked(encoded.into())?;
+                let core = Arc::clone(&self.core);
+                return self.on_event(events::run_pod_sandbox(core, req)).await;
+            }
+            Event::UPDATE_POD_SANDBOX => relay_checked::<UpdatePodSandboxRequest>,
+            Event::POST_UPDATE_POD_SANDBOX => relay_checked::<PostUpdatePodSandboxRequest>,
+            Event::STOP_POD_SANDBOX => relay_checked::<StopPodSandboxRequest>,
+            Event::REMOVE_POD_SANDBOX => relay_checked::<RemovePodSandboxRequest>,
+            Event::POST_CREATE_CONTAINER => relay_checked::<PostCreateContainerRequest>,
+            Event::START_CONTAINER => relay_checked::<StartContainerRequest>,
+            Event::POST_START_CONTAINER => relay_checked::<PostStartContainerRequest>,
+            Event::POST_UPDATE_CONTAINER => relay_checked::<PostUpdateContainerRequest>,
+            Event::REMOVE_CONTAINER => relay_checked::<RemoveContainerRequest>,
+            other => {
+                return Err(Error::InvalidMessage(format!(
+                    "{} is not an event plugins only observe",
+                    other.pretty_name()
+                )))
+            }
+        };
+        let relayed = relay(Arc::clone(&self.core), encoded)?;
+        self.on_event(relayed).await
     }
 
     pub async fn post_create_container(
@@ -408,8 +453,18 @@ impl Adaptation {
 
     async fn relay_all<C: call::Call>(&self, req: C) -> Result<(), Error> {
         let core = Arc::clone(&self.core);
-        self.on_event(events::relay_all(core, req)).await
+        self.on_event(events::relay_all(core, Request::Decoded(req)))
+            .await
     }
+}
+
+/// Relaying `encoded` as a `C`, once it is checked.
+fn relay_checked<C: call::Call + protobuf::MessageFull>(
+    core: Arc<Core>,
+    encoded: Vec<u8>,
+) -> Result<futures::future::BoxFuture<'static, Result<(), Error>>, Error> {
+    let req = Request::<C>::checked(encoded.into())?;
+    Ok(Box::pin(events::relay_all(core, req)))
 }
 
 impl Drop for Adaptation {

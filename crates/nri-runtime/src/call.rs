@@ -3,12 +3,13 @@
 //! once for ttrpc and builtin plugins alike; and [`Encoding`], a request's
 //! bytes, made once per event for all its plugins.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
 use super::builtin::BuiltinHandlers;
-use super::BoxError;
+use super::{BoxError, Error};
 use nri_api::*;
 
 /// A request the adaptation relays to plugins.
@@ -23,6 +24,9 @@ pub(crate) trait Call: protobuf::Message + Send + Sync + 'static {
         &self,
         handlers: Arc<dyn BuiltinHandlers>,
     ) -> BoxFuture<'static, Result<Self::Reply, BoxError>>;
+
+    /// Whether this request has a deprecated `StateChange` form.
+    const HAS_STATE_CHANGE: bool = false;
 
     /// The deprecated `StateChange` form of this request, for the nine
     /// events that have one.
@@ -76,11 +80,13 @@ macro_rules! call {
         }
     };
     (@state pod) => {
+        const HAS_STATE_CHANGE: bool = true;
         fn state_change(&self) -> Option<StateChangeEvent> {
             Some(state_change(Self::EVENT, &self.pod, None))
         }
     };
     (@state container) => {
+        const HAS_STATE_CHANGE: bool = true;
         fn state_change(&self) -> Option<StateChangeEvent> {
             Some(state_change(Self::EVENT, &self.pod, Some(&self.container)))
         }
@@ -131,6 +137,62 @@ impl Call for ValidateContainerAdjustmentRequest {
     }
 }
 
+/// An event's request as the adaptation relays it: the message, or only its
+/// bytes as the runtime handed them over (checked with
+/// [`nri_api::wire::check`]), which most plugins are sent as they are. The
+/// message is decoded from them only for a plugin that needs it (a builtin
+/// plugin, or one on the deprecated StateChange RPC), each time one does.
+pub(crate) enum Request<C> {
+    Decoded(C),
+    Encoded(Arc<[u8]>),
+}
+
+impl<C: Call> Request<C> {
+    /// The runtime's bytes, if they are a well-formed `C` (with decoding's
+    /// error if they are not).
+    pub(crate) fn checked(bytes: Arc<[u8]>) -> Result<Self, Error>
+    where
+        C: protobuf::MessageFull,
+    {
+        nri_api::wire::check::<C>(&bytes)
+            .map_err(|e| Error::InvalidMessage(format!("invalid {}: {e}", C::NAME)))?;
+        Ok(Request::Encoded(bytes))
+    }
+
+    /// The message, decoded if it has not been.
+    pub(crate) fn message(&self) -> Result<Cow<'_, C>, Error> {
+        match self {
+            Request::Decoded(m) => Ok(Cow::Borrowed(m)),
+            Request::Encoded(bytes) => decode(bytes).map(Cow::Owned),
+        }
+    }
+
+    /// The message, decoded in place if it came encoded.
+    pub(crate) fn decoded_mut(&mut self) -> Result<&mut C, Error> {
+        if let Request::Encoded(bytes) = self {
+            *self = Request::Decoded(decode(bytes)?);
+        }
+        match self {
+            Request::Decoded(m) => Ok(m),
+            // Not reached: decoded just above.
+            Request::Encoded(_) => Err(Error::InvalidMessage(format!("{} not decoded", C::NAME))),
+        }
+    }
+
+    /// The request's `StateChange` form, if it has one.
+    pub(crate) fn state_change(&self) -> Result<Option<StateChangeEvent>, Error> {
+        if !C::HAS_STATE_CHANGE {
+            return Ok(None);
+        }
+        Ok(self.message()?.state_change())
+    }
+}
+
+fn decode<C: Call>(bytes: &[u8]) -> Result<C, Error> {
+    C::parse_from_bytes(bytes)
+        .map_err(|e| Error::InvalidMessage(format!("invalid {}: {e}", C::NAME)))
+}
+
 /// A request's encoding, made at most once and sent to each plugin for as
 /// long as the request stays as it is: for most events, to all of them.
 /// (ttrpc's generated client would encode it again for every plugin, and
@@ -140,16 +202,20 @@ pub(crate) struct Encoding(Option<Arc<[u8]>>);
 
 impl Encoding {
     /// The request already encoded, as the runtime handed it over.
-    pub(crate) fn given(bytes: Vec<u8>) -> Self {
-        Encoding(Some(bytes.into()))
+    pub(crate) fn given(bytes: Arc<[u8]>) -> Self {
+        Encoding(Some(bytes))
     }
 
-    /// The bytes of `req`, encoding it unless that was done already.
-    pub(crate) fn of<C: Call>(&mut self, req: &C) -> protobuf::Result<Arc<[u8]>> {
+    /// The bytes of `req`, encoding it unless that was done already or it
+    /// came encoded.
+    pub(crate) fn of<C: Call>(&mut self, req: &Request<C>) -> protobuf::Result<Arc<[u8]>> {
         if let Some(bytes) = &self.0 {
             return Ok(Arc::clone(bytes));
         }
-        let bytes: Arc<[u8]> = req.write_to_bytes()?.into();
+        let bytes: Arc<[u8]> = match req {
+            Request::Decoded(m) => m.write_to_bytes()?.into(),
+            Request::Encoded(bytes) => Arc::clone(bytes),
+        };
         self.0 = Some(Arc::clone(&bytes));
         Ok(bytes)
     }

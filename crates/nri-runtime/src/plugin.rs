@@ -12,7 +12,7 @@ use log::{debug, info, warn};
 
 use super::budget::EventBudget;
 use super::builtin::BuiltinHandlers;
-use super::call::{Call, Encoding};
+use super::call::{Call, Encoding, Request};
 use super::child::Child;
 use super::error::{
     grpc_code_name, is_oversized_message, is_oversized_reply, is_request_deadline, peer_text,
@@ -170,6 +170,14 @@ impl Plugin {
         self.events().is_set(Event::VALIDATE_CONTAINER_ADJUSTMENT)
     }
 
+    /// Whether this plugin is sent `event`'s requests now: it subscribed to
+    /// the event and is not closed. (A closed plugin never opens again, and
+    /// subscriptions are fixed at Configure, so a plugin that will not see
+    /// an event now will not later in it either.)
+    pub(crate) fn will_see(&self, event: Event) -> bool {
+        !self.is_closed() && self.events().is_set(event)
+    }
+
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
             || match &self.transport {
@@ -305,11 +313,11 @@ impl Plugin {
     /// (the event goes on without it). `Err`: the plugin failed the request.
     pub(crate) async fn relay<C: Call>(
         &self,
-        req: &C,
+        req: &Request<C>,
         encoding: &mut Encoding,
         budget: EventBudget,
     ) -> Result<Option<C::Reply>, Error> {
-        if self.is_closed() || !self.events().is_set(C::EVENT) {
+        if !self.will_see(C::EVENT) {
             return Ok(None);
         }
         let op = C::EVENT.pretty_name();
@@ -379,7 +387,7 @@ impl Plugin {
 
     async fn invoke<C: Call>(
         &self,
-        req: &C,
+        req: &Request<C>,
         encoding: &mut Encoding,
         budget: EventBudget,
     ) -> Result<C::Reply, Error> {
@@ -397,7 +405,7 @@ impl Plugin {
     /// never fires before ours.
     async fn invoke_within<C: Call>(
         &self,
-        req: &C,
+        req: &Request<C>,
         encoding: &mut Encoding,
         timeout: Duration,
         wire: Duration,
@@ -405,6 +413,7 @@ impl Plugin {
         let op = C::EVENT.pretty_name();
         let (client, raw) = match &self.transport {
             Transport::Builtin(h) => {
+                let req = req.message()?;
                 return with_timeout(self, op, timeout, async {
                     req.via_builtin(Arc::clone(h))
                         .await
@@ -421,7 +430,7 @@ impl Plugin {
             }
         };
         if self.state_change.load(Ordering::Acquire) {
-            if let Some(event) = req.state_change() {
+            if let Some(event) = req.state_change()? {
                 return self.send_state_change(client, event, timeout, wire).await;
             }
         }
@@ -432,8 +441,18 @@ impl Plugin {
                 .map_err(|e| self.ttrpc_error(op, e))
         })
         .await;
-        match (res, req.state_change()) {
-            (Err(Error::Plugin { code, .. }), Some(event)) if code == "Unimplemented" => {
+        // The StateChange form is made only when it is needed: for the
+        // events that have one, it is a copy of the pod and the container.
+        let unimplemented =
+            matches!(&res, Err(Error::Plugin { code, .. }) if code == "Unimplemented");
+        match (
+            res,
+            unimplemented
+                .then(|| req.state_change())
+                .transpose()?
+                .flatten(),
+        ) {
+            (Err(Error::Plugin { .. }), Some(event)) => {
                 info!(
                     "plugin {} has no {op} RPC, falling back to StateChange",
                     self.qualified_name()
@@ -501,7 +520,7 @@ impl Plugin {
     /// validator's required plugins still catch its absence.
     pub(crate) async fn validate(
         &self,
-        req: &api::ValidateContainerAdjustmentRequest,
+        req: &Request<api::ValidateContainerAdjustmentRequest>,
         encoding: &Encoding,
         budget: EventBudget,
     ) -> Result<(), Error> {
@@ -760,7 +779,7 @@ fn millis(d: Duration) -> i64 {
 async fn send_raw<C: Call>(
     raw: &ttrpc::r#async::Client,
     encoding: &mut Encoding,
-    req: &C,
+    req: &Request<C>,
     wire: Duration,
 ) -> ttrpc::Result<C::Reply> {
     let payload = encoding

@@ -24,6 +24,7 @@ use std::fmt;
 use protobuf::MessageField;
 
 use nri_api::quote::go_quote;
+use nri_api::wire::{only_field, only_fields};
 use nri_api::{
     ConflictError, Container, ContainerAdjustment, ContainerUpdate, CreateContainerRequest,
     CreateContainerResponse, Hooks, LinuxCPU, LinuxContainer, LinuxContainerAdjustment,
@@ -114,6 +115,34 @@ impl CreateResult {
         };
         let resources = ctr.linux.as_ref().and_then(|l| l.resources.as_ref());
         ctr.hooks.is_some() && resources.is_some_and(|r| r.memory.is_some() && r.cpu.is_some())
+    }
+
+    /// The container's ID, if the encoded request `bytes` (checked) has
+    /// every part [`new`](Self::new) would add, each once, so that decoding
+    /// and normalizing it would leave its encoding as it is.
+    pub fn normalized_container_id(bytes: &[u8]) -> Option<String> {
+        let ctr = only_field(bytes, CREATE_CONTAINER_REQUEST_CONTAINER)?;
+        let [id, hooks, linux] = only_fields(ctr, [CONTAINER_ID, CONTAINER_HOOKS, CONTAINER_LINUX]);
+        hooks?;
+        let resources = only_field(linux?, LINUX_CONTAINER_RESOURCES)?;
+        let [memory, cpu] = only_fields(resources, [LINUX_RESOURCES_MEMORY, LINUX_RESOURCES_CPU]);
+        memory.and(cpu)?;
+        std::str::from_utf8(id?).ok().map(str::to_string)
+    }
+
+    /// A stand-in for the request's container, normalized, holding only its
+    /// ID: what [`apply`](Self::apply) writes into when no later plugin is
+    /// to see the adjusted container.
+    pub fn stand_in(ctr_id: String) -> CreateContainerRequest {
+        let mut req = CreateContainerRequest {
+            container: MessageField::some(Container {
+                id: ctr_id,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        normalize_container(req.container.mut_or_insert_default());
+        req
     }
 
     /// Merges one plugin's reply (`plugin` is the full `idx-base` name),
@@ -280,6 +309,16 @@ impl StopResult {
         self.reply
     }
 }
+
+// The fields of nri.proto that `normalized_container_id` reads (the tests
+// hold them to the descriptors).
+const CREATE_CONTAINER_REQUEST_CONTAINER: u32 = 2;
+const CONTAINER_ID: u32 = 1;
+const CONTAINER_HOOKS: u32 = 10;
+const CONTAINER_LINUX: u32 = 11;
+const LINUX_CONTAINER_RESOURCES: u32 = 3;
+const LINUX_RESOURCES_MEMORY: u32 = 1;
+const LINUX_RESOURCES_CPU: u32 = 2;
 
 /// Gives the container every sub-message and collection upstream fills
 /// before the first plugin call, so merging can write into them.

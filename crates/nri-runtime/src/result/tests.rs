@@ -2159,3 +2159,93 @@ fn is_normalized_is_true_exactly_when_normalizing_adds_nothing() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// The request kept encoded
+// ---------------------------------------------------------------------------
+
+#[test]
+fn the_field_numbers_read_from_encoded_requests_are_nri_protos() {
+    use protobuf::MessageFull;
+    let number = |d: protobuf::reflect::MessageDescriptor, name: &str| {
+        d.field_by_name(name).expect(name).number() as u32
+    };
+    assert_eq!(
+        number(CreateContainerRequest::descriptor(), "container"),
+        CREATE_CONTAINER_REQUEST_CONTAINER
+    );
+    assert_eq!(number(Container::descriptor(), "id"), CONTAINER_ID);
+    assert_eq!(number(Container::descriptor(), "hooks"), CONTAINER_HOOKS);
+    assert_eq!(number(Container::descriptor(), "linux"), CONTAINER_LINUX);
+    assert_eq!(
+        number(LinuxContainer::descriptor(), "resources"),
+        LINUX_CONTAINER_RESOURCES
+    );
+    assert_eq!(
+        number(LinuxResources::descriptor(), "memory"),
+        LINUX_RESOURCES_MEMORY
+    );
+    assert_eq!(
+        number(LinuxResources::descriptor(), "cpu"),
+        LINUX_RESOURCES_CPU
+    );
+}
+
+#[test]
+fn an_encoded_request_is_normalized_exactly_when_normalizing_keeps_its_bytes() {
+    use protobuf::Message;
+    let with = |hooks: bool, memory: bool, cpu: bool, id: &str| {
+        let mut ctr = Container {
+            id: id.into(),
+            name: "c".into(),
+            ..Default::default()
+        };
+        if hooks {
+            ctr.hooks.mut_or_insert_default();
+        }
+        let resources = ctr
+            .linux
+            .mut_or_insert_default()
+            .resources
+            .mut_or_insert_default();
+        if memory {
+            resources.memory.mut_or_insert_default();
+        }
+        if cpu {
+            resources.cpu.mut_or_insert_default();
+        }
+        CreateContainerRequest {
+            container: MessageField::some(ctr),
+            ..Default::default()
+        }
+    };
+    for hooks in [false, true] {
+        for memory in [false, true] {
+            for cpu in [false, true] {
+                for id in ["", "ctr-1"] {
+                    let req = with(hooks, memory, cpu, id);
+                    let bytes = req.write_to_bytes().unwrap();
+                    let mut normalized = req.clone();
+                    CreateResult::new(&mut normalized);
+                    let keeps = normalized.write_to_bytes().unwrap() == bytes;
+                    let found = CreateResult::normalized_container_id(&bytes);
+                    // An empty ID is absent from the bytes: decoded instead.
+                    assert_eq!(
+                        found.is_some(),
+                        keeps && !id.is_empty(),
+                        "{hooks} {memory} {cpu} {id:?}"
+                    );
+                    if let Some(found) = found {
+                        assert_eq!(found, id);
+                    }
+                }
+            }
+        }
+    }
+    // A container field twice is merged by decoding: not one payload.
+    let bytes = with(true, true, true, "x").write_to_bytes().unwrap();
+    assert_eq!(
+        CreateResult::normalized_container_id(&[bytes.clone(), bytes].concat()),
+        None
+    );
+}

@@ -4,6 +4,7 @@
 
 mod audit;
 mod common;
+mod encoded;
 mod fallback;
 mod goplugin;
 #[allow(dead_code)]

@@ -1,0 +1,305 @@
+//! Requests the runtime hands over encoded, as the C ABI does
+//! (`create_container_wire`, `relay_encoded`): checked, sent to plugins as
+//! they are, and decoded only where the core needs the message. Each test
+//! holds the encoded path to what the decoded one does.
+
+use nri_api::{self as api, ContainerAdjustment, Event};
+use protobuf::Message;
+
+use crate::common::*;
+use crate::peers::{configure_reply, RawPlugin};
+
+/// `create_req` with the parts upstream adds to a container before the
+/// first plugin, as go/adaptation encodes it: the bytes a lone plugin is
+/// sent unchanged.
+fn normalized(pod: &str, ctr: &str) -> api::CreateContainerRequest {
+    let mut req = create_req(pod, ctr);
+    let c = req.container.mut_or_insert_default();
+    c.hooks.mut_or_insert_default();
+    let res = c
+        .linux
+        .mut_or_insert_default()
+        .resources
+        .mut_or_insert_default();
+    res.memory.mut_or_insert_default();
+    res.cpu.mut_or_insert_default();
+    req
+}
+
+fn wire_create(req: &api::CreateContainerRequest) -> Vec<u8> {
+    req.write_to_bytes().unwrap()
+}
+
+async fn create_encoded(
+    h: &Harness,
+    req: &api::CreateContainerRequest,
+) -> api::CreateContainerResponse {
+    let rsp = h.nri.create_container_wire(wire_create(req)).await.unwrap();
+    api::CreateContainerResponse::parse_from_bytes(&rsp).unwrap()
+}
+
+/// A plugin that sets `from=<name>`, and records in `saw-<name>` which
+/// `from` the container had when it got it.
+fn chaining(name: &'static str) -> TestPlugin {
+    TestPlugin::adjusting(move |ctr| {
+        let mut a = ContainerAdjustment::default();
+        let saw = ctr
+            .annotations
+            .get("from")
+            .cloned()
+            .unwrap_or_else(|| "-".into());
+        a.add_annotation(&format!("saw-{name}"), &saw);
+        if ctr.annotations.get("from").is_some() {
+            a.remove_annotation("from");
+        }
+        a.add_annotation("from", name);
+        a.add_env(&format!("BY_{name}"), name);
+        Ok((a, vec![]))
+    })
+}
+
+/// Plugins after an adjusting one see the container as adjusted, whether
+/// the request's bytes are normalized (sent as they are until the first
+/// adjustment) or not (decoded from the start); and the merged reply is the
+/// decoded path's, byte for byte.
+#[tokio::test]
+async fn later_plugins_see_earlier_adjustments_of_an_encoded_request() {
+    let h = Harness::start().await;
+    h.nri.start().await.unwrap();
+    h.connect("a", "10", chaining("a"));
+    h.connect("b", "20", chaining("b"));
+    h.connect("c", "30", chaining("c"));
+    h.wait_plugins(3).await;
+    for (i, req) in [normalized("p", "c1"), create_req("p", "c2")]
+        .iter()
+        .enumerate()
+    {
+        let rsp = create_encoded(&h, req).await;
+        assert_eq!(annotation(&rsp, "saw-a"), Some("-"), "request {i}");
+        assert_eq!(annotation(&rsp, "saw-b"), Some("a"), "request {i}");
+        assert_eq!(annotation(&rsp, "saw-c"), Some("b"), "request {i}");
+        assert_eq!(annotation(&rsp, "from"), Some("c"), "request {i}");
+        let decoded = h.nri.create_container(req.clone()).await.unwrap();
+        assert_eq!(
+            rsp, decoded,
+            "request {i}: the encoded path's reply is the decoded one's"
+        );
+    }
+}
+
+/// One adjusting plugin and nothing after it: its reply is merged without
+/// the container (the request is never decoded), into the same reply.
+#[tokio::test]
+async fn a_lone_plugins_adjustment_merges_as_with_the_decoded_request() {
+    let h = Harness::start().await;
+    h.nri.start().await.unwrap();
+    let p = TestPlugin::adjusting(|_| {
+        let mut a = ContainerAdjustment::default();
+        a.add_annotation("k", "v");
+        a.remove_env("GONE");
+        a.add_env("A", "1");
+        a.add_mount(api::Mount {
+            destination: "/m".into(),
+            source: "/s".into(),
+            type_: "bind".into(),
+            options: vec!["rbind".into()],
+            ..Default::default()
+        });
+        a.set_linux_memory_limit(1 << 30);
+        a.set_linux_cpuset_cpus("0");
+        a.add_linux_unified("memory.high", "max");
+        a.add_rlimit("RLIMIT_NOFILE", 1024, 512);
+        Ok((a, vec![]))
+    });
+    h.connect("lone", "10", p.clone());
+    // A plugin after it that does not take CreateContainer.
+    h.connect_with(
+        "watcher",
+        "20",
+        Some(api::EventMask::of(&[Event::START_CONTAINER])),
+        TestPlugin::default(),
+    );
+    h.wait_plugins(2).await;
+    let req = normalized("p", "c1");
+    let rsp = create_encoded(&h, &req).await;
+    let decoded = h.nri.create_container(req).await.unwrap();
+    assert_eq!(rsp, decoded);
+    assert_eq!(annotation(&rsp, "k"), Some("v"));
+    assert_eq!(p.events(), ["CreateContainer c1", "CreateContainer c1"]);
+}
+
+/// Bytes that do not decode are refused with decoding's error before any
+/// plugin sees them, for every event the runtime hands over encoded.
+#[tokio::test]
+async fn malformed_requests_are_refused_before_plugins_see_them() {
+    let h = Harness::start().await;
+    h.nri.start().await.unwrap();
+    let p = TestPlugin::default();
+    h.connect("watch", "10", p.clone());
+    h.wait_plugins(1).await;
+    // Field 1 (the pod), 3 bytes long, holding a string that is not UTF-8.
+    let bad = vec![0x0a, 0x03, 0x0a, 0x01, 0xff];
+    let err = h.nri.create_container_wire(bad.clone()).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("invalid CreateContainerRequest: "),
+        "{err}"
+    );
+    for event in &api::ALL_EVENTS[..api::ALL_EVENTS.len() - 1] {
+        let e = *event;
+        if matches!(
+            e,
+            Event::CREATE_CONTAINER | Event::UPDATE_CONTAINER | Event::STOP_CONTAINER
+        ) {
+            continue;
+        }
+        let err = h.nri.relay_encoded(e, bad.clone()).await.unwrap_err();
+        assert!(err.to_string().starts_with("invalid "), "{e:?}: {err}");
+    }
+    let err = h
+        .nri
+        .relay_encoded(Event::CREATE_CONTAINER, wire_create(&create_req("p", "c")))
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("not an event plugins only observe"),
+        "{err}"
+    );
+    assert!(p.events().is_empty(), "{:?}", p.events());
+}
+
+/// The 13 lifecycle events of `lifecycle`, each handed over encoded where
+/// the C ABI hands it over encoded (all but UpdateContainer and
+/// StopContainer).
+async fn lifecycle_encoded(h: &Harness, p: &str, c: &str) {
+    let nri = &h.nri;
+    let observed = |e: Event, m: &dyn protobuf::MessageDyn| {
+        let bytes = m.write_to_bytes_dyn().unwrap();
+        async move { nri.relay_encoded(e, bytes).await.unwrap() }
+    };
+    observed(Event::RUN_POD_SANDBOX, &req!(RunPodSandboxRequest, p)).await;
+    observed(Event::UPDATE_POD_SANDBOX, &req!(UpdatePodSandboxRequest, p)).await;
+    observed(
+        Event::POST_UPDATE_POD_SANDBOX,
+        &req!(PostUpdatePodSandboxRequest, p),
+    )
+    .await;
+    create_encoded(h, &normalized(p, c)).await;
+    observed(
+        Event::POST_CREATE_CONTAINER,
+        &req!(PostCreateContainerRequest, p, c),
+    )
+    .await;
+    observed(Event::START_CONTAINER, &req!(StartContainerRequest, p, c)).await;
+    observed(
+        Event::POST_START_CONTAINER,
+        &req!(PostStartContainerRequest, p, c),
+    )
+    .await;
+    nri.update_container(req!(UpdateContainerRequest, p, c))
+        .await
+        .unwrap();
+    observed(
+        Event::POST_UPDATE_CONTAINER,
+        &req!(PostUpdateContainerRequest, p, c),
+    )
+    .await;
+    nri.stop_container(req!(StopContainerRequest, p, c))
+        .await
+        .unwrap();
+    observed(Event::REMOVE_CONTAINER, &req!(RemoveContainerRequest, p, c)).await;
+    observed(Event::STOP_POD_SANDBOX, &req!(StopPodSandboxRequest, p)).await;
+    observed(Event::REMOVE_POD_SANDBOX, &req!(RemovePodSandboxRequest, p)).await;
+}
+
+/// Every event relayed encoded reaches plugins byte for byte as the decoded
+/// API relays it: to a plugin with every RPC, and to one on the deprecated
+/// StateChange RPC, which is sent the decoded message's StateChange form.
+#[tokio::test]
+async fn observed_events_reach_plugins_as_with_decoded_requests() {
+    let h = Harness::start().await;
+    h.nri.start().await.unwrap();
+    let events = &api::ALL_EVENTS[..api::ALL_EVENTS.len() - 1];
+    let all = || -> Vec<(&str, Vec<u8>)> {
+        LIFECYCLE
+            .into_iter()
+            .chain(["Synchronize", "StateChange"])
+            .map(|m| (m, vec![]))
+            .chain([("Configure", configure_reply(events))])
+            .collect()
+    };
+    let trunk = || async { tokio::net::UnixStream::connect(&h.socket).await.unwrap() };
+    let modern = RawPlugin::over(trunk().await, all()).await;
+    modern.register("modern", "10").await.unwrap();
+    let mut methods = all();
+    methods.retain(|(m, _)| *m != "RunPodSandbox");
+    let old = RawPlugin::refusing(trunk().await, methods, &["RunPodSandbox"]).await;
+    old.register("old", "20").await.unwrap();
+    h.wait_plugins(2).await;
+
+    let seen = |p: &RawPlugin| std::mem::take(&mut *p.seen.lock().unwrap());
+    // The first event switches the old plugin to StateChange for good.
+    h.nri
+        .run_pod_sandbox(req!(RunPodSandboxRequest, "p0"))
+        .await
+        .unwrap();
+    seen(&modern);
+    seen(&old);
+    lifecycle_with(&h, "p1", "c1", &normalized("p1", "c1")).await;
+    let (modern_decoded, old_decoded) = (seen(&modern), seen(&old));
+    lifecycle_encoded(&h, "p1", "c1").await;
+    let (modern_encoded, old_encoded) = (seen(&modern), seen(&old));
+    assert_eq!(modern_decoded.len(), 13);
+    assert_eq!(modern_encoded, modern_decoded);
+    assert!(
+        old_decoded
+            .iter()
+            .filter(|(m, _)| m == "StateChange")
+            .count()
+            >= 9
+    );
+    assert_eq!(old_encoded, old_decoded);
+}
+
+/// `lifecycle`, with the CreateContainer request given.
+async fn lifecycle_with(h: &Harness, p: &str, c: &str, create: &api::CreateContainerRequest) {
+    let nri = &h.nri;
+    nri.run_pod_sandbox(req!(RunPodSandboxRequest, p))
+        .await
+        .unwrap();
+    nri.update_pod_sandbox(req!(UpdatePodSandboxRequest, p))
+        .await
+        .unwrap();
+    nri.post_update_pod_sandbox(req!(PostUpdatePodSandboxRequest, p))
+        .await
+        .unwrap();
+    nri.create_container(create.clone()).await.unwrap();
+    nri.post_create_container(req!(PostCreateContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.start_container(req!(StartContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.post_start_container(req!(PostStartContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.update_container(req!(UpdateContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.post_update_container(req!(PostUpdateContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.stop_container(req!(StopContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.remove_container(req!(RemoveContainerRequest, p, c))
+        .await
+        .unwrap();
+    nri.stop_pod_sandbox(req!(StopPodSandboxRequest, p))
+        .await
+        .unwrap();
+    nri.remove_pod_sandbox(req!(RemovePodSandboxRequest, p))
+        .await
+        .unwrap();
+}
