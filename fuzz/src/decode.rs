@@ -53,11 +53,30 @@ fn replies(bytes: &[u8]) {
     roundtrip::<UpdateContainersResponse>(bytes);
 }
 
+/// The runtime's requests as the C ABI takes them: the check that lets the
+/// core forward them undecoded must accept nothing that decoding (within
+/// the input) refuses.
+fn runtime_requests(bytes: &[u8]) {
+    fn agrees<M: protobuf::MessageFull>(bytes: &[u8]) {
+        assert_eq!(
+            nri_api::wire::check::<M>(bytes).is_ok(),
+            nri_api::wire::decode_within::<M>(bytes).is_ok(),
+            "{}: the check and decoding disagree",
+            M::NAME
+        );
+    }
+    agrees::<CreateContainerRequest>(bytes);
+    agrees::<RunPodSandboxRequest>(bytes);
+    agrees::<StartContainerRequest>(bytes);
+    agrees::<UpdatePodSandboxRequest>(bytes);
+}
+
 /// Input: any bytes, parsed as every message a plugin may send and as the
 /// ttrpc envelopes around them (whose payloads are parsed in turn). No
 /// panic; whatever parses re-encodes to the same message.
 pub fn decode(data: &[u8]) {
     requests(data);
+    runtime_requests(data);
     replies(data);
     if let Some(req) = roundtrip::<::ttrpc::Request>(data) {
         requests(&req.payload);

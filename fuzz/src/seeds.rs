@@ -252,6 +252,12 @@ fn decode() -> Vec<Vec<u8>> {
         }),
         enc(&request),
         enc(&response),
+        // A runtime's request, as the C ABI checks it.
+        enc(&CreateContainerRequest {
+            pod: MessageField::some(pod(0)),
+            container: MessageField::some(container(0)),
+            ..Default::default()
+        }),
     ]
 }
 

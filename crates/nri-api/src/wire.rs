@@ -174,15 +174,58 @@ enum Kind {
     },
 }
 
-/// The known fields of one message, indexed by number.
+/// What the generated decoder does on one tag of a message.
+#[derive(Clone, Copy, Debug)]
+enum Action {
+    /// Not a known field in this wire type: kept as unknown.
+    Unknown,
+    Read(Value),
+    /// A packed repeated scalar.
+    Packed(Scalar),
+    /// A map entry: the key and the value.
+    Entry(Value, Value),
+}
+
+/// One message: its action for each tag (field number and wire type),
+/// tags past the end being unknown.
 #[derive(Default, Debug)]
 struct Shape {
-    fields: Vec<Option<Kind>>,
+    by_tag: Vec<Action>,
 }
 
 impl Shape {
-    fn field(&self, number: u32) -> Option<Kind> {
-        self.fields.get(number as usize).copied().flatten()
+    fn of(fields: &[(u32, Kind)]) -> Shape {
+        let mut shape = Shape::default();
+        let mut set = |number: u32, wire_type: WireType, action: Action| {
+            let tag = (number << 3 | wire_type as u32) as usize;
+            if shape.by_tag.len() <= tag {
+                shape.by_tag.resize(tag + 1, Action::Unknown);
+            }
+            shape.by_tag[tag] = action;
+        };
+        for &(n, kind) in fields {
+            match kind {
+                Kind::Singular(v) => set(n, v.wire_type(), Action::Read(v)),
+                Kind::Repeated(v) => {
+                    set(n, v.wire_type(), Action::Read(v));
+                    if let Value::Scalar(s) = v {
+                        set(n, WireType::LengthDelimited, Action::Packed(s));
+                    }
+                }
+                Kind::Map { key, value } => {
+                    set(n, WireType::LengthDelimited, Action::Entry(key, value))
+                }
+            }
+        }
+        shape
+    }
+
+    #[inline(always)]
+    fn action(&self, tag: u32) -> Action {
+        self.by_tag
+            .get(tag as usize)
+            .copied()
+            .unwrap_or(Action::Unknown)
     }
 }
 
@@ -223,7 +266,7 @@ impl Shapes {
         let shapes = all
             .iter()
             .map(|d| {
-                let mut shape = Shape::default();
+                let mut fields = Vec::new();
                 for f in d.fields() {
                     let p = f.proto();
                     let v = value_of(p.type_(), p.type_name(), &index);
@@ -239,13 +282,9 @@ impl Shapes {
                         (Label::LABEL_REPEATED, v) => Kind::Repeated(v),
                         (_, v) => Kind::Singular(v),
                     };
-                    let n = p.number() as usize;
-                    if shape.fields.len() <= n {
-                        shape.fields.resize(n + 1, None);
-                    }
-                    shape.fields[n] = Some(kind);
+                    fields.push((p.number() as u32, kind));
                 }
-                shape
+                Shape::of(&fields)
             })
             .collect();
         Shapes { shapes, index }
@@ -406,12 +445,13 @@ impl Walk<'_> {
     /// reads them.
     fn message(&self, r: &mut Reader, shape: usize, depth: u32) -> Step {
         let shape = &self.shapes.shapes[shape];
-        while let Some((number, wire_type)) = r.tag()? {
-            match (shape.field(number), wire_type) {
-                (Some(Kind::Singular(v) | Kind::Repeated(v)), _) if v.wire_type() == wire_type => {
-                    self.value(r, v, depth)?
-                }
-                (Some(Kind::Repeated(Value::Scalar(s))), WireType::LengthDelimited) => {
+        while !r.eof() {
+            let tag = r.varint32()?;
+            match shape.action(tag) {
+                // Strings first: most fields of NRI's messages are.
+                Action::Read(Value::Str) => read_str(r)?,
+                Action::Read(v) => self.value(r, v, depth)?,
+                Action::Packed(s) => {
                     let len = r.varint64()?;
                     r.within(len, |r| {
                         while !r.eof() {
@@ -420,13 +460,13 @@ impl Walk<'_> {
                         Ok(())
                     })?
                 }
-                (Some(Kind::Map { key, value }), WireType::LengthDelimited) => {
-                    self.map_entry(r, key, value, depth)?
-                }
+                Action::Entry(key, value) => self.map_entry(r, key, value, depth)?,
                 // An unknown field, or a known one in another wire type:
                 // kept as unknown, or skipped if a group.
-                (_, WireType::StartGroup) => skip_top_group(r, depth)?,
-                (_, wire_type) => r.skip(wire_type)?,
+                Action::Unknown => match split_tag(tag)? {
+                    (_, WireType::StartGroup) => skip_top_group(r, depth)?,
+                    (_, wire_type) => r.skip(wire_type)?,
+                },
             }
         }
         Ok(())
@@ -434,15 +474,7 @@ impl Walk<'_> {
 
     fn value(&self, r: &mut Reader, v: Value, depth: u32) -> Step {
         match v {
-            Value::Str => {
-                let len = r.varint32()?;
-                let bytes = r.take(len as usize)?;
-                // Most strings are ASCII, which is quicker to tell.
-                match bytes.is_ascii() || std::str::from_utf8(bytes).is_ok() {
-                    true => Ok(()),
-                    false => Err(Refused),
-                }
-            }
+            Value::Str => read_str(r),
             Value::Bytes => {
                 let len = r.varint32()?;
                 r.take(len as usize).map(drop)
@@ -473,6 +505,18 @@ impl Walk<'_> {
             }
             Ok(())
         })
+    }
+}
+
+/// A string: its length as 32 bits, then UTF-8.
+#[inline(always)]
+fn read_str(r: &mut Reader) -> Step {
+    let len = r.varint32()?;
+    let bytes = r.take(len as usize)?;
+    // Most strings are ASCII, which is quicker to tell.
+    match bytes.is_ascii() || std::str::from_utf8(bytes).is_ok() {
+        true => Ok(()),
+        false => Err(Refused),
     }
 }
 

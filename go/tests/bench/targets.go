@@ -1,6 +1,9 @@
 package main
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // target is one of the benchmark's targets, evaluated on a run's results.
 type target struct {
@@ -56,9 +59,14 @@ func fmtVal(v float64, unit string) string {
 // What limits the targets that a run misses, from the profiles in
 // PERFORMANCE.md's hand-written part ("What limits the targets").
 const (
-	limitsBoundary = "per event, the core decodes the request (rust-protobuf: ~158,000 instructions for the 7.5 KB request) and " +
-		"encodes the answer, work upstream does not have, besides the Go side's own marshalling; one plugin hop does not " +
-		"amortize it"
+	limitsBoundary = "with more than one plugin, a validator or the audit log, the core decodes the request (rust-protobuf: " +
+		"~160,000 instructions for the 7.5 KB request, frees included) and encodes the answer, work upstream does not have, " +
+		"besides the Go side's own marshalling"
+	limitsOneHop = "the boundary: Go marshals the request and unmarshals the answer, and the event crosses to the core's " +
+		"thread and back while an OS thread waits in cgo; the core's own part is ~135,000 instructions (the request checked, " +
+		"not decoded; the reply decoded and merged; the answer encoded), where upstream's Go objects go to ttrpc directly"
+	limitsWasm = "the module runs in wasmi, an interpreter with fuel metering for the deadline (see \"WASM plugins\" " +
+		"below), where wazero compiles it; the core's own part is as for one ttrpc plugin"
 	limitsLarge = "the 3.3 MB reply is decoded by the core, merged, encoded again and decoded by go/adaptation: two more " +
 		"passes over it than upstream's single decode"
 	limitsHop       = "rust-protobuf decoding and freeing the request, malloc/free (~40 %), ttrpc-rust's buffers and tokio's wake-ups"
@@ -82,8 +90,13 @@ func evaluateTargets(r *results) []target {
 			continue
 		}
 		limits := limitsBoundary
-		if c.Mode == "large" {
+		switch {
+		case c.Mode == "large":
 			limits = limitsLarge
+		case strings.HasPrefix(c.Name, "create-wasm"):
+			limits = limitsWasm
+		case c.Plugins == 1 && !c.Validator:
+			limits = limitsOneHop
 		}
 		for _, m := range []struct {
 			what  string
