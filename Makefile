@@ -23,8 +23,9 @@ export PKG_CONFIG_PATH := $(NRI_LIB_DIR)/pkgconfig$(if $(PKG_CONFIG_PATH),:$(PKG
 # flags and sources, not on the libraries linked), so it would link a test
 # binary against the core it linked last. The library's mtime and size in
 # CGO_CFLAGS make every rebuild of it a new key; `=` re-reads them for
-# each command, after earlier steps rebuilt the library.
-NRI_CGO_CFLAGS := $(or $(CGO_CFLAGS),-O2 -g)
+# each command, after earlier steps rebuilt the library. A recursive make
+# (bench, soak) inherits the exported flags: its stamp replaces theirs.
+NRI_CGO_CFLAGS := $(filter-out -DNRI_LIB_STAMP=%,$(or $(CGO_CFLAGS),-O2 -g))
 export CGO_CFLAGS = $(NRI_CGO_CFLAGS) -DNRI_LIB_STAMP=$(shell stat -c %Y.%s $(NRI_LIB_DIR)/libnri.a 2>/dev/null || echo none)
 # Go's build cache does not see pkg-config's answer, so a package built
 # against the debug library would be reused to link against the release
