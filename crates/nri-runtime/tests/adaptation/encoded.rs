@@ -48,12 +48,12 @@ fn chaining(name: &'static str) -> TestPlugin {
             .get("from")
             .cloned()
             .unwrap_or_else(|| "-".into());
-        a.add_annotation(&format!("saw-{name}"), &saw);
-        if ctr.annotations.get("from").is_some() {
+        a.add_annotation(format!("saw-{name}"), &saw);
+        if ctr.annotations.contains_key("from") {
             a.remove_annotation("from");
         }
         a.add_annotation("from", name);
-        a.add_env(&format!("BY_{name}"), name);
+        a.add_env(format!("BY_{name}"), name);
         Ok((a, vec![]))
     })
 }
