@@ -346,6 +346,16 @@ pub async fn lifecycle(
     p: &str,
     c: &str,
 ) -> Result<api::CreateContainerResponse, Error> {
+    lifecycle_creating(h, p, c, create_req(p, c)).await
+}
+
+/// [`lifecycle`], with the CreateContainer request given.
+pub async fn lifecycle_creating(
+    h: &Harness,
+    p: &str,
+    c: &str,
+    create: api::CreateContainerRequest,
+) -> Result<api::CreateContainerResponse, Error> {
     let nri = &h.nri;
     nri.run_pod_sandbox(req!(RunPodSandboxRequest, p))
         .await
@@ -356,7 +366,7 @@ pub async fn lifecycle(
     nri.post_update_pod_sandbox(req!(PostUpdatePodSandboxRequest, p))
         .await
         .unwrap();
-    let created = nri.create_container(create_req(p, c)).await;
+    let created = nri.create_container(create).await;
     nri.post_create_container(req!(PostCreateContainerRequest, p, c))
         .await
         .unwrap();

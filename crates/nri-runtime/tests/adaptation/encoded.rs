@@ -246,7 +246,9 @@ async fn observed_events_reach_plugins_as_with_decoded_requests() {
         .unwrap();
     seen(&modern);
     seen(&old);
-    lifecycle_with(&h, "p1", "c1", &normalized("p1", "c1")).await;
+    lifecycle_creating(&h, "p1", "c1", normalized("p1", "c1"))
+        .await
+        .unwrap();
     let (modern_decoded, old_decoded) = (seen(&modern), seen(&old));
     lifecycle_encoded(&h, "p1", "c1").await;
     let (modern_encoded, old_encoded) = (seen(&modern), seen(&old));
@@ -260,46 +262,4 @@ async fn observed_events_reach_plugins_as_with_decoded_requests() {
             >= 9
     );
     assert_eq!(old_encoded, old_decoded);
-}
-
-/// `lifecycle`, with the CreateContainer request given.
-async fn lifecycle_with(h: &Harness, p: &str, c: &str, create: &api::CreateContainerRequest) {
-    let nri = &h.nri;
-    nri.run_pod_sandbox(req!(RunPodSandboxRequest, p))
-        .await
-        .unwrap();
-    nri.update_pod_sandbox(req!(UpdatePodSandboxRequest, p))
-        .await
-        .unwrap();
-    nri.post_update_pod_sandbox(req!(PostUpdatePodSandboxRequest, p))
-        .await
-        .unwrap();
-    nri.create_container(create.clone()).await.unwrap();
-    nri.post_create_container(req!(PostCreateContainerRequest, p, c))
-        .await
-        .unwrap();
-    nri.start_container(req!(StartContainerRequest, p, c))
-        .await
-        .unwrap();
-    nri.post_start_container(req!(PostStartContainerRequest, p, c))
-        .await
-        .unwrap();
-    nri.update_container(req!(UpdateContainerRequest, p, c))
-        .await
-        .unwrap();
-    nri.post_update_container(req!(PostUpdateContainerRequest, p, c))
-        .await
-        .unwrap();
-    nri.stop_container(req!(StopContainerRequest, p, c))
-        .await
-        .unwrap();
-    nri.remove_container(req!(RemoveContainerRequest, p, c))
-        .await
-        .unwrap();
-    nri.stop_pod_sandbox(req!(StopPodSandboxRequest, p))
-        .await
-        .unwrap();
-    nri.remove_pod_sandbox(req!(RemovePodSandboxRequest, p))
-        .await
-        .unwrap();
 }
