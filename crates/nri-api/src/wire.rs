@@ -66,15 +66,53 @@ pub fn only_field(buf: &[u8], number: u32) -> Option<&[u8]> {
 
 /// [`only_field`] for several fields, in one pass over `buf`.
 pub fn only_fields<const N: usize>(buf: &[u8], numbers: [u32; N]) -> [Option<&[u8]>; N] {
-    let mut found = [None; N];
-    // Twice, or in another wire type: no one payload.
-    let mut spoilt = [false; N];
+    let Some(Found {
+        mut payloads,
+        spoilt,
+    }) = scan(buf, numbers)
+    else {
+        return [None; N];
+    };
+    for (f, spoilt) in payloads.iter_mut().zip(spoilt) {
+        if spoilt {
+            *f = None;
+        }
+    }
+    payloads
+}
+
+/// The payloads of length-delimited fields `numbers` of the encoded
+/// message `buf`, each `None` where its field is absent: the whole answer
+/// is `None` if any of them is there more than once or in another wire
+/// type (a decoder would merge or refuse what it finds, not take one
+/// payload), or if `buf` is not well-formed ([`check`] it first). Unlike
+/// [`only_fields`], an absent field is told apart from a spoilt one, for
+/// proto3 fields whose default value is not encoded.
+pub fn fields_once<const N: usize>(buf: &[u8], numbers: [u32; N]) -> Option<[Option<&[u8]>; N]> {
+    let found = scan(buf, numbers)?;
+    (!found.spoilt.contains(&true)).then_some(found.payloads)
+}
+
+/// What one pass over a message found of some fields: the last payload of
+/// each, and whether it was there more than once or in another wire type.
+struct Found<'a, const N: usize> {
+    payloads: [Option<&'a [u8]>; N],
+    spoilt: [bool; N],
+}
+
+/// One pass over `buf` for fields `numbers`; `None` for bytes that are not
+/// well-formed.
+fn scan<const N: usize>(buf: &[u8], numbers: [u32; N]) -> Option<Found<'_, N>> {
+    let mut found = Found {
+        payloads: [None; N],
+        spoilt: [false; N],
+    };
     let mut r = Reader::over(buf);
     loop {
         let (number, wire_type) = match r.tag() {
             Ok(Some(tag)) => tag,
             Ok(None) => break,
-            Err(Refused) => return [None; N],
+            Err(Refused) => return None,
         };
         let at = numbers.iter().position(|&n| n == number);
         let payload = match wire_type {
@@ -82,20 +120,14 @@ pub fn only_fields<const N: usize>(buf: &[u8], numbers: [u32; N]) -> [Option<&[u
             WireType::StartGroup => skip_top_group(&mut r, 0).map(|()| &[][..]),
             other => r.skip(other).map(|()| &[][..]),
         };
-        let Ok(payload) = payload else {
-            return [None; N];
-        };
+        let payload = payload.ok()?;
         if let Some(i) = at {
-            spoilt[i] |= found[i].is_some() || wire_type != WireType::LengthDelimited;
-            found[i] = Some(payload);
+            found.spoilt[i] |=
+                found.payloads[i].is_some() || wire_type != WireType::LengthDelimited;
+            found.payloads[i] = Some(payload);
         }
     }
-    for (f, spoilt) in found.iter_mut().zip(spoilt) {
-        if spoilt {
-            *f = None;
-        }
-    }
-    found
+    Some(found)
 }
 
 /// How deep messages may nest, as `CodedInputStream` counts it.
@@ -794,5 +826,25 @@ mod tests {
         assert_eq!(only_field(&twice, 2), None);
         // In another wire type.
         assert_eq!(only_field(&[0x10, 0x01], 2), None);
+    }
+
+    #[test]
+    fn fields_once_tells_an_absent_field_from_a_spoilt_one() {
+        let req = rich_request();
+        let bytes = req.write_to_bytes().unwrap();
+        let ctr = req.container.write_to_bytes().unwrap();
+        // Container: id (1) there, pod_sandbox_id (2) there, 9,999 absent.
+        assert_eq!(
+            fields_once(&ctr, [1, 9_999, 2]),
+            Some([Some(&b"ctr-1"[..]), None, Some(&b"pod-1"[..])])
+        );
+        // Any field asked for there twice spoils the answer; one not asked
+        // for may repeat.
+        let twice = [bytes.clone(), bytes.clone()].concat();
+        assert_eq!(fields_once(&twice, [1]), None);
+        assert_eq!(fields_once(&twice, [9_999]), Some([None]));
+        // In another wire type, or bytes that are not a message.
+        assert_eq!(fields_once(&[0x10, 0x01], [2]), None);
+        assert_eq!(fields_once(&[0x12, 0x05, 0x0a], [2]), None);
     }
 }

@@ -109,34 +109,41 @@ pub(crate) async fn create_container(
     // plugin sees, is merged into a stand-in for the container (the merged
     // reply does not depend on the container's contents). That takes bytes
     // that normalizing leaves as they are (go/adaptation normalizes before
-    // encoding). With more plugins, one's adjustment changes what the next
-    // is sent, and validators and the audit log are given the container
-    // itself: then it is decoded from the start, which checks it too.
-    let stays_encoded = validators.is_empty()
+    // encoding), and validators that read of the container only what is
+    // taken from its bytes (the default validator: its ID, name and seccomp
+    // profile), given the pod decoded. With more plugins, one's adjustment
+    // changes what the next is sent, and other validators and the audit
+    // log are given the container itself: then it is decoded from the
+    // start, which checks it too.
+    let stays_encoded = validators.iter().all(|v| v.reads_container_as_read())
         && core.audit.is_none()
         && plugins
             .iter()
             .filter(|p| p.will_see(CreateContainerRequest::EVENT))
             .count()
             <= 1;
-    let (req, mut encoding, mut stand_in) = match req {
+    let (req, mut encoding, mut stand_in, as_read) = match req {
         Creation::Encoded(bytes) => {
-            let id = stays_encoded
-                .then(|| CreateResult::normalized_container_id(&bytes))
+            let parts = stays_encoded
+                .then(|| encoded_parts(&bytes, !validators.is_empty()))
                 .flatten();
-            match id {
-                Some(id) => {
+            match parts {
+                Some((id, as_read)) => {
                     let bytes: Arc<[u8]> = bytes.into();
                     (
                         Request::checked(Arc::clone(&bytes))?,
                         Encoding::given(bytes),
                         Some(CreateResult::stand_in(id)),
+                        as_read,
                     )
                 }
-                None => decoded(bytes)?,
+                None => {
+                    let (req, encoding, stand_in) = decoded(bytes)?;
+                    (req, encoding, stand_in, None)
+                }
             }
         }
-        Creation::Decoded(req) => (Request::Decoded(req), Encoding::default(), None),
+        Creation::Decoded(req) => (Request::Decoded(req), Encoding::default(), None, None),
     };
     let mut req = req;
     let mut draft = match &req {
@@ -153,14 +160,32 @@ pub(crate) async fn create_container(
     let mut verdicts = Vec::new();
     let outcome = async {
         // The pristine (normalized) container, before any plugin touches
-        // it. (The pod is not adjusted: it is taken from the request at
-        // the end.)
-        let validate = match (&req, validators.is_empty()) {
-            (Request::Decoded(r), false) => Some(ValidateContainerAdjustmentRequest {
-                container: r.container.clone(),
-                ..Default::default()
-            }),
-            _ => None,
+        // it, or as validators read it. (The pod is not adjusted: it is
+        // taken from the request at the end.)
+        let (mut pod, validate) = match (as_read, &req, validators.is_empty()) {
+            (_, _, true) => (None, None),
+            (Some((pod, container)), _, false) => (
+                Some(pod),
+                Some(ValidateContainerAdjustmentRequest {
+                    container: MessageField::some(container),
+                    ..Default::default()
+                }),
+            ),
+            (None, Request::Decoded(r), false) => (
+                None,
+                Some(ValidateContainerAdjustmentRequest {
+                    container: r.container.clone(),
+                    ..Default::default()
+                }),
+            ),
+            // Not reached: validators keep the request encoded only with
+            // the container as read.
+            (None, Request::Encoded(_), false) => {
+                return Err(Error::InvalidMessage(format!(
+                    "{} not decoded for validation",
+                    CreateContainerRequest::NAME
+                )))
+            }
         };
         for p in &plugins {
             let Some(rpl) = p.relay(&req, &mut encoding, budget).await? else {
@@ -199,7 +224,10 @@ pub(crate) async fn create_container(
         // Upstream lists every plugin still open when its turn came, so one
         // dropped during its own call is listed.
         validate.plugins = active_instances(&plugins);
-        validate.pod = std::mem::take(&mut req.decoded_mut()?.pod);
+        validate.pod = match pod.take() {
+            Some(pod) => MessageField::some(pod),
+            None => std::mem::take(&mut req.decoded_mut()?.pod),
+        };
         let rpl = result.response();
         validate.adjust = rpl.adjust.clone();
         validate.update = rpl.update.clone();
@@ -241,6 +269,22 @@ pub(crate) async fn create_container(
         }
     }
     outcome.map(|()| result.into_response())
+}
+
+/// What a CreateContainer request kept encoded needs taken from its bytes:
+/// its container's ID, for the stand-in, and when it is to be validated,
+/// its pod and its container as validators read it. `None` if the bytes
+/// are not normalized or hold twice a field read here: decode them.
+fn encoded_parts(
+    bytes: &[u8],
+    validated: bool,
+) -> Option<(String, Option<(PodSandbox, Container)>)> {
+    let id = CreateResult::normalized_container_id(bytes)?;
+    let as_read = match validated {
+        true => Some(nri_validator::as_read::from_create_request(bytes)?),
+        false => None,
+    };
+    Some((id, as_read))
 }
 
 /// A CreateContainer request decoded from the runtime's bytes, with the

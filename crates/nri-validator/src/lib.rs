@@ -8,6 +8,7 @@
 //! this port differs from upstream.
 
 pub mod annotations;
+pub mod as_read;
 pub mod permissions;
 pub mod yaml;
 

@@ -101,11 +101,89 @@ impl Request {
         self
     }
 
+    /// The verdict on this request; and, as every case passes through
+    /// here, a check that the validator reads of the container no more
+    /// than `as_read::container` keeps: the verdict on the container with
+    /// every other field filled in, and on that container as read, is the
+    /// same.
     fn validate(&self, cfg: &DefaultValidatorConfig) -> Result<(), String> {
-        DefaultValidator::new(cfg.clone())
-            .validate(&self.0)
-            .map_err(|e| e.to_string())
+        let v = DefaultValidator::new(cfg.clone());
+        let verdict =
+            |req: &ValidateContainerAdjustmentRequest| v.validate(req).map_err(|e| e.to_string());
+        let said = verdict(&self.0);
+        let mut rich = self.0.clone();
+        fill_unread(rich.container.mut_or_insert_default());
+        let mut read = rich.clone();
+        read.container = MessageField::some(as_read::container(&rich.container));
+        assert_eq!(
+            verdict(&rich),
+            said,
+            "the whole container changes the verdict"
+        );
+        assert_eq!(
+            verdict(&read),
+            said,
+            "the container as read changes the verdict"
+        );
+        said
     }
+}
+
+/// Gives every field of `c` that `as_read::container` leaves out a value,
+/// keeping those it keeps.
+fn fill_unread(c: &mut Container) {
+    use nri_api::{Hook, LinuxDevice, LinuxNamespace, LinuxSeccomp, Mount, POSIXRlimit, User};
+    c.pod_sandbox_id = "pod-id".into();
+    c.labels
+        .insert("io.kubernetes.container.name".into(), CTR_NAME.into());
+    c.annotations.insert(
+        REQUIRED_PLUGINS_ANNOTATION.into(),
+        "[\"from-the-container\"]".into(),
+    );
+    c.annotations.insert(TOLERATE.into(), "true".into());
+    c.args = vec!["sleep".into(), "inf".into()];
+    c.env = vec!["PATH=/bin".into()];
+    c.mounts.push(Mount {
+        destination: "/data".into(),
+        source: "/srv/data".into(),
+        type_: "bind".into(),
+        options: vec!["rbind".into()],
+        ..Default::default()
+    });
+    c.hooks.mut_or_insert_default().prestart.push(Hook {
+        path: "/bin/hook".into(),
+        ..Default::default()
+    });
+    c.rlimits.push(POSIXRlimit {
+        type_: "RLIMIT_NOFILE".into(),
+        hard: 1024,
+        soft: 1024,
+        ..Default::default()
+    });
+    c.user = MessageField::some(User {
+        uid: 1000,
+        ..Default::default()
+    });
+    let linux = c.linux.mut_or_insert_default();
+    linux.namespaces.push(LinuxNamespace {
+        type_: "network".into(),
+        path: "/var/run/netns/x".into(),
+        ..Default::default()
+    });
+    linux.devices.push(LinuxDevice {
+        path: "/dev/fuse".into(),
+        ..Default::default()
+    });
+    linux.cgroups_path = "/kubepods/pod/ctr".into();
+    linux
+        .sysctl
+        .insert("net.ipv4.ip_forward".into(), "1".into());
+    linux.seccomp_policy = MessageField::some(LinuxSeccomp {
+        default_action: "SCMP_ACT_ERRNO".into(),
+        ..Default::default()
+    });
+    let resources = linux.resources.mut_or_insert_default();
+    resources.cpu.mut_or_insert_default().cpus = "0-1".into();
 }
 
 const UNCONFINED: i32 = ProfileType::UNCONFINED as i32;

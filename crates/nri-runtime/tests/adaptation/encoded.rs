@@ -263,3 +263,85 @@ async fn observed_events_reach_plugins_as_with_decoded_requests() {
     );
     assert_eq!(old_encoded, old_decoded);
 }
+
+/// With the default validator, a lone plugin's request stays encoded too:
+/// the validator is given the pod and the container as it reads them,
+/// taken from the bytes. Its verdicts, accepting and rejecting, and the
+/// accepted reply are the decoded path's.
+#[tokio::test]
+async fn the_default_validator_judges_an_encoded_request_as_a_decoded_one() {
+    use nri_api::security_profile::ProfileType;
+    use nri_validator::{DefaultValidatorConfig, REQUIRED_PLUGINS_ANNOTATION};
+    let h = Harness::start_with(
+        |o| {
+            o.default_validator(DefaultValidatorConfig {
+                enable: true,
+                reject_runtime_default_seccomp_adjustment: true,
+                ..Default::default()
+            })
+        },
+        RuntimeState::default(),
+    )
+    .await;
+    h.nri.start().await.unwrap();
+    // Adjusts the seccomp policy of containers named `*-seccomp`, and
+    // annotates every container.
+    h.connect(
+        "lone",
+        "10",
+        TestPlugin::adjusting(|ctr| {
+            let mut a = ContainerAdjustment::default();
+            a.add_annotation("k", "v");
+            if ctr.name.ends_with("-seccomp") {
+                a.set_linux_seccomp_policy(api::LinuxSeccomp {
+                    default_action: "SCMP_ACT_ERRNO".into(),
+                    ..Default::default()
+                });
+            }
+            Ok((a, vec![]))
+        }),
+    );
+    h.wait_plugins(2).await;
+    let with_profile = |name: &str, kind: ProfileType| {
+        let mut req = normalized("p", name);
+        let c = req.container.mut_or_insert_default();
+        c.name = name.into();
+        c.linux.mut_or_insert_default().seccomp_profile =
+            protobuf::MessageField::some(api::SecurityProfile {
+                profile_type: kind.into(),
+                ..Default::default()
+            });
+        req
+    };
+    let mut requiring = normalized("p", "c-required");
+    requiring
+        .pod
+        .mut_or_insert_default()
+        .annotations
+        .insert(REQUIRED_PLUGINS_ANNOTATION.into(), r#"["absent"]"#.into());
+    let cases = [
+        ("accepted", normalized("p", "c-plain"), true),
+        (
+            "seccomp of a custom profile",
+            with_profile("c-seccomp", ProfileType::LOCALHOST),
+            true,
+        ),
+        (
+            "seccomp of the runtime's default",
+            with_profile("c-seccomp", ProfileType::RUNTIME_DEFAULT),
+            false,
+        ),
+        ("a required plugin missing", requiring, false),
+    ];
+    for (what, req, accepted) in cases {
+        let encoded = h
+            .nri
+            .create_container_wire(wire_create(&req))
+            .await
+            .map(|b| api::CreateContainerResponse::parse_from_bytes(&b).unwrap())
+            .map_err(|e| e.to_string());
+        let decoded = h.nri.create_container(req).await.map_err(|e| e.to_string());
+        assert_eq!(encoded, decoded, "{what}");
+        assert_eq!(encoded.is_ok(), accepted, "{what}: {encoded:?}");
+    }
+}

@@ -1,0 +1,180 @@
+//! The part of the pristine container the default validator reads, so a
+//! runtime that holds a CreateContainer request encoded can have it
+//! validated without decoding the whole container (~200 heap objects for
+//! a typical one, most of what relaying the event costs).
+//!
+//! [`DefaultValidator::validate`](crate::DefaultValidator::validate) reads
+//! of `req.container` its ID, its name and its seccomp profile, and
+//! nothing else; [`container`] keeps exactly those. The tests hold every
+//! verdict of the validator's cases on a whole, rich container equal to
+//! the verdict on that container as read, so a check that starts reading
+//! another field fails them until the field is kept here too.
+
+use nri_api::wire::fields_once;
+use nri_api::{Container, LinuxContainer, PodSandbox, SecurityProfile};
+use protobuf::{Message, MessageField};
+
+/// `c` as the validator reads it: its ID, its name, and of its Linux part
+/// the seccomp profile.
+pub fn container(c: &Container) -> Container {
+    Container {
+        id: c.id.clone(),
+        name: c.name.clone(),
+        linux: MessageField::some(LinuxContainer {
+            seccomp_profile: c.linux.seccomp_profile.clone(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The pod, decoded, and the container as read ([`container`]) of an
+/// encoded `CreateContainerRequest`, which must be well-formed
+/// ([`nri_api::wire::check`]); the rest of the container is skipped, not
+/// decoded. `None` when a field this reads is there more than once (a
+/// decoder would merge the copies): decode the request instead.
+pub fn from_create_request(bytes: &[u8]) -> Option<(PodSandbox, Container)> {
+    let [pod, ctr] = fields_once(
+        bytes,
+        [
+            CREATE_CONTAINER_REQUEST_POD,
+            CREATE_CONTAINER_REQUEST_CONTAINER,
+        ],
+    )?;
+    let pod = match pod {
+        Some(b) => PodSandbox::parse_from_bytes(b).ok()?,
+        None => PodSandbox::default(),
+    };
+    let ctr = ctr.unwrap_or_default();
+    let [id, name, linux] = fields_once(ctr, [CONTAINER_ID, CONTAINER_NAME, CONTAINER_LINUX])?;
+    let seccomp_profile = match linux {
+        Some(linux) => match fields_once(linux, [LINUX_CONTAINER_SECCOMP_PROFILE])? {
+            [Some(b)] => MessageField::some(SecurityProfile::parse_from_bytes(b).ok()?),
+            [None] => MessageField::none(),
+        },
+        None => MessageField::none(),
+    };
+    let text = |b: Option<&[u8]>| {
+        std::str::from_utf8(b.unwrap_or_default())
+            .ok()
+            .map(str::to_string)
+    };
+    let ctr = Container {
+        id: text(id)?,
+        name: text(name)?,
+        linux: MessageField::some(LinuxContainer {
+            seccomp_profile,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Some((pod, ctr))
+}
+
+// The fields of nri.proto this reads (the tests hold them to the
+// descriptors).
+const CREATE_CONTAINER_REQUEST_POD: u32 = 1;
+const CREATE_CONTAINER_REQUEST_CONTAINER: u32 = 2;
+const CONTAINER_ID: u32 = 1;
+const CONTAINER_NAME: u32 = 3;
+const CONTAINER_LINUX: u32 = 11;
+const LINUX_CONTAINER_SECCOMP_PROFILE: u32 = 7;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nri_api::security_profile::ProfileType;
+    use nri_api::{CreateContainerRequest, Mount};
+    use protobuf::MessageFull;
+
+    #[test]
+    fn the_field_numbers_are_nri_protos() {
+        let number = |d: protobuf::reflect::MessageDescriptor, name: &str| {
+            d.field_by_name(name).expect(name).number() as u32
+        };
+        let req = CreateContainerRequest::descriptor();
+        assert_eq!(number(req.clone(), "pod"), CREATE_CONTAINER_REQUEST_POD);
+        assert_eq!(number(req, "container"), CREATE_CONTAINER_REQUEST_CONTAINER);
+        assert_eq!(number(Container::descriptor(), "id"), CONTAINER_ID);
+        assert_eq!(number(Container::descriptor(), "name"), CONTAINER_NAME);
+        assert_eq!(number(Container::descriptor(), "linux"), CONTAINER_LINUX);
+        assert_eq!(
+            number(LinuxContainer::descriptor(), "seccomp_profile"),
+            LINUX_CONTAINER_SECCOMP_PROFILE
+        );
+    }
+
+    fn request(seccomp: Option<ProfileType>) -> CreateContainerRequest {
+        let mut pod = PodSandbox {
+            id: "pod-1".into(),
+            name: "web".into(),
+            namespace: "default".into(),
+            ..Default::default()
+        };
+        pod.annotations.insert(
+            "required-plugins.noderesource.dev/pod".into(),
+            "[\"x\"]".into(),
+        );
+        let mut ctr = Container {
+            id: "ctr-1".into(),
+            name: "nginx".into(),
+            args: vec!["nginx".into()],
+            env: vec!["A=b".into()],
+            ..Default::default()
+        };
+        ctr.mounts.push(Mount {
+            destination: "/data".into(),
+            ..Default::default()
+        });
+        let linux = ctr.linux.mut_or_insert_default();
+        linux.cgroups_path = "/kubepods/x".into();
+        if let Some(kind) = seccomp {
+            linux.seccomp_profile = MessageField::some(SecurityProfile {
+                profile_type: kind.into(),
+                localhost_ref: "profiles/x.json".into(),
+                ..Default::default()
+            });
+        }
+        CreateContainerRequest {
+            pod: MessageField::some(pod),
+            container: MessageField::some(ctr),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn from_the_bytes_it_is_the_decoded_request_as_read() {
+        for seccomp in [
+            None,
+            Some(ProfileType::UNCONFINED),
+            Some(ProfileType::LOCALHOST),
+        ] {
+            let req = request(seccomp);
+            let (pod, ctr) = from_create_request(&req.write_to_bytes().unwrap()).unwrap();
+            assert_eq!(pod, *req.pod);
+            assert_eq!(ctr, container(&req.container), "{seccomp:?}");
+        }
+        // No container at all reads as an empty one, as decoding has it.
+        let (_, ctr) = from_create_request(&[]).unwrap();
+        assert_eq!(ctr, container(&Container::default()));
+    }
+
+    #[test]
+    fn a_field_it_reads_twice_is_left_to_decoding() {
+        let bytes = request(Some(ProfileType::LOCALHOST))
+            .write_to_bytes()
+            .unwrap();
+        // Two requests back to back decode as their merge.
+        assert_eq!(from_create_request(&[bytes.clone(), bytes].concat()), None);
+        // Two names in one container.
+        let ctr = Container {
+            name: "a".into(),
+            ..Default::default()
+        };
+        let once = ctr.write_to_bytes().unwrap();
+        let twice = [once.clone(), once].concat();
+        let mut bytes = vec![0x12, twice.len() as u8];
+        bytes.extend_from_slice(&twice);
+        assert_eq!(from_create_request(&bytes), None);
+    }
+}
