@@ -160,24 +160,16 @@ pub(crate) async fn create_container(
     let mut verdicts = Vec::new();
     let outcome = async {
         // The pristine (normalized) container, before any plugin touches
-        // it, or as validators read it. (The pod is not adjusted: it is
-        // taken from the request at the end.)
-        let (mut pod, validate) = match (as_read, &req, validators.is_empty()) {
-            (_, _, true) => (None, None),
-            (Some((pod, container)), _, false) => (
-                Some(pod),
-                Some(ValidateContainerAdjustmentRequest {
-                    container: MessageField::some(container),
-                    ..Default::default()
-                }),
-            ),
-            (None, Request::Decoded(r), false) => (
-                None,
-                Some(ValidateContainerAdjustmentRequest {
-                    container: r.container.clone(),
-                    ..Default::default()
-                }),
-            ),
+        // it, or as validators read it, with the pod then. (Otherwise the
+        // pod, which is not adjusted, is taken from the request at the
+        // end.)
+        let validate = match (as_read, &req, validators.is_empty()) {
+            (_, _, true) => None,
+            (Some(as_read), _, false) => Some(as_read),
+            (None, Request::Decoded(r), false) => Some(ValidateContainerAdjustmentRequest {
+                container: r.container.clone(),
+                ..Default::default()
+            }),
             // Not reached: validators keep the request encoded only with
             // the container as read.
             (None, Request::Encoded(_), false) => {
@@ -224,10 +216,9 @@ pub(crate) async fn create_container(
         // Upstream lists every plugin still open when its turn came, so one
         // dropped during its own call is listed.
         validate.plugins = active_instances(&plugins);
-        validate.pod = match pod.take() {
-            Some(pod) => MessageField::some(pod),
-            None => std::mem::take(&mut req.decoded_mut()?.pod),
-        };
+        if let Request::Decoded(r) = &mut req {
+            validate.pod = std::mem::take(&mut r.pod);
+        }
         let rpl = result.response();
         validate.adjust = rpl.adjust.clone();
         validate.update = rpl.update.clone();
@@ -273,15 +264,23 @@ pub(crate) async fn create_container(
 
 /// What a CreateContainer request kept encoded needs taken from its bytes:
 /// its container's ID, for the stand-in, and when it is to be validated,
-/// its pod and its container as validators read it. `None` if the bytes
-/// are not normalized or hold twice a field read here: decode them.
+/// the validators' request begun with the pod and the container as they
+/// read it. `None` if the bytes are not normalized or hold twice a field
+/// read here: decode them.
 fn encoded_parts(
     bytes: &[u8],
     validated: bool,
-) -> Option<(String, Option<(PodSandbox, Container)>)> {
+) -> Option<(String, Option<ValidateContainerAdjustmentRequest>)> {
     let id = CreateResult::normalized_container_id(bytes)?;
     let as_read = match validated {
-        true => Some(nri_validator::as_read::from_create_request(bytes)?),
+        true => {
+            let (pod, container) = nri_validator::as_read::from_create_request(bytes)?;
+            Some(ValidateContainerAdjustmentRequest {
+                pod,
+                container,
+                ..Default::default()
+            })
+        }
         false => None,
     };
     Some((id, as_read))

@@ -31,9 +31,12 @@ pub fn container(c: &Container) -> Container {
 /// The pod, decoded, and the container as read ([`container`]) of an
 /// encoded `CreateContainerRequest`, which must be well-formed
 /// ([`nri_api::wire::check`]); the rest of the container is skipped, not
-/// decoded. `None` when a field this reads is there more than once (a
-/// decoder would merge the copies): decode the request instead.
-pub fn from_create_request(bytes: &[u8]) -> Option<(PodSandbox, Container)> {
+/// decoded. Each is as decoding has it, absent where the bytes have none.
+/// `None` when a field this reads is there more than once (a decoder
+/// would merge the copies): decode the request instead.
+pub fn from_create_request(
+    bytes: &[u8],
+) -> Option<(MessageField<PodSandbox>, MessageField<Container>)> {
     let [pod, ctr] = fields_once(
         bytes,
         [
@@ -42,10 +45,12 @@ pub fn from_create_request(bytes: &[u8]) -> Option<(PodSandbox, Container)> {
         ],
     )?;
     let pod = match pod {
-        Some(b) => PodSandbox::parse_from_bytes(b).ok()?,
-        None => PodSandbox::default(),
+        Some(b) => MessageField::some(PodSandbox::parse_from_bytes(b).ok()?),
+        None => MessageField::none(),
     };
-    let ctr = ctr.unwrap_or_default();
+    let Some(ctr) = ctr else {
+        return Some((pod, MessageField::none()));
+    };
     let [id, name, linux] = fields_once(ctr, [CONTAINER_ID, CONTAINER_NAME, CONTAINER_LINUX])?;
     let seccomp_profile = match linux {
         Some(linux) => match fields_once(linux, [LINUX_CONTAINER_SECCOMP_PROFILE])? {
@@ -59,7 +64,7 @@ pub fn from_create_request(bytes: &[u8]) -> Option<(PodSandbox, Container)> {
             .ok()
             .map(str::to_string)
     };
-    let ctr = Container {
+    let ctr = MessageField::some(Container {
         id: text(id)?,
         name: text(name)?,
         linux: MessageField::some(LinuxContainer {
@@ -67,7 +72,7 @@ pub fn from_create_request(bytes: &[u8]) -> Option<(PodSandbox, Container)> {
             ..Default::default()
         }),
         ..Default::default()
-    };
+    });
     Some((pod, ctr))
 }
 
@@ -151,12 +156,12 @@ mod tests {
         ] {
             let req = request(seccomp);
             let (pod, ctr) = from_create_request(&req.write_to_bytes().unwrap()).unwrap();
-            assert_eq!(pod, *req.pod);
-            assert_eq!(ctr, container(&req.container), "{seccomp:?}");
+            assert_eq!(pod, req.pod);
+            assert_eq!(*ctr, container(&req.container), "{seccomp:?}");
         }
-        // No container at all reads as an empty one, as decoding has it.
-        let (_, ctr) = from_create_request(&[]).unwrap();
-        assert_eq!(ctr, container(&Container::default()));
+        // Neither pod nor container: none, as decoding has it.
+        let (pod, ctr) = from_create_request(&[]).unwrap();
+        assert!(pod.is_none() && ctr.is_none());
     }
 
     #[test]
