@@ -167,7 +167,10 @@ pub(crate) async fn create_container(
             (_, _, true) => None,
             (Some(as_read), _, false) => Some(as_read),
             (None, Request::Decoded(r), false) => Some(ValidateContainerAdjustmentRequest {
-                container: r.container.clone(),
+                container: match validators.iter().all(|v| v.reads_container_as_read()) {
+                    true => MessageField::some(nri_validator::as_read::container(&r.container)),
+                    false => r.container.clone(),
+                },
                 ..Default::default()
             }),
             // Not reached: validators keep the request encoded only with
@@ -219,16 +222,14 @@ pub(crate) async fn create_container(
         if let Request::Decoded(r) = &mut req {
             validate.pod = std::mem::take(&mut r.pod);
         }
-        let rpl = result.response();
-        validate.adjust = rpl.adjust.clone();
-        validate.update = rpl.update.clone();
-        validate.owners = protobuf::MessageField::some(result.owners().clone());
-        let validate = &Request::Decoded(validate);
+        // Validators read the merged result itself, lent, not a copy.
+        result.lend_to(&mut validate);
+        let validate = Request::Decoded(validate);
         // Encoded once for all external validators (a failure to encode
         // shows in each); builtin ones are given the request itself.
         let mut encoding = Encoding::default();
         if validators.iter().any(|v| !v.is_builtin()) {
-            let _ = encoding.of(validate);
+            let _ = encoding.of(&validate);
         }
         let encoding = &encoding;
         // Validators run concurrently; the first failure in plugin order
@@ -237,9 +238,12 @@ pub(crate) async fn create_container(
         let said = futures::future::join_all(
             validators
                 .iter()
-                .map(|v| v.validate(validate, encoding, budget)),
+                .map(|v| v.validate(&validate, encoding, budget)),
         )
         .await;
+        if let Request::Decoded(mut v) = validate {
+            result.take_back(&mut v);
+        }
         if draft.is_some() {
             verdicts = crate::audit::verdicts(&validators, &said);
         }

@@ -29,7 +29,7 @@ use nri_api::{
     ConflictError, Container, ContainerAdjustment, ContainerUpdate, CreateContainerRequest,
     CreateContainerResponse, Hooks, LinuxCPU, LinuxContainer, LinuxContainerAdjustment,
     LinuxMemory, LinuxResources, OwningPlugins, StopContainerResponse, UpdateContainerRequest,
-    UpdateContainerResponse,
+    UpdateContainerResponse, ValidateContainerAdjustmentRequest,
 };
 
 use adjust::*;
@@ -184,6 +184,23 @@ impl CreateResult {
     /// The merged reply so far (for the validation request).
     pub fn response(&self) -> &CreateContainerResponse {
         &self.reply
+    }
+
+    /// Moves the merged adjustment, updates and ownership records into a
+    /// validation request, which validators read instead of copies;
+    /// [`take_back`](Self::take_back) returns them. Nothing is merged in
+    /// between.
+    pub fn lend_to(&mut self, v: &mut ValidateContainerAdjustmentRequest) {
+        v.adjust = std::mem::take(&mut self.reply.adjust);
+        v.update = std::mem::take(&mut self.reply.update);
+        v.owners = MessageField::some(std::mem::take(&mut self.owners));
+    }
+
+    /// Takes back what [`lend_to`](Self::lend_to) moved into `v`.
+    pub fn take_back(&mut self, v: &mut ValidateContainerAdjustmentRequest) {
+        self.reply.adjust = std::mem::take(&mut v.adjust);
+        self.reply.update = std::mem::take(&mut v.update);
+        self.owners = v.owners.take().unwrap_or_default();
     }
 
     /// The merged reply: the adjustment is always present and fully

@@ -343,5 +343,8 @@ async fn the_default_validator_judges_an_encoded_request_as_a_decoded_one() {
         let decoded = h.nri.create_container(req).await.map_err(|e| e.to_string());
         assert_eq!(encoded, decoded, "{what}");
         assert_eq!(encoded.is_ok(), accepted, "{what}: {encoded:?}");
+        if let Ok(rsp) = &encoded {
+            assert_eq!(annotation(rsp, "k"), Some("v"), "{what}");
+        }
     }
 }
