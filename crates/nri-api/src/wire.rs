@@ -130,6 +130,38 @@ fn scan<const N: usize>(buf: &[u8], numbers: [u32; N]) -> Option<Found<'_, N>> {
     Some(found)
 }
 
+/// Numbers of nri.proto's fields that readers of encoded messages look
+/// for ([`only_field`], [`fields_once`], a Synchronize request's split),
+/// held to the descriptors by this module's tests.
+pub mod field {
+    /// `CreateContainerRequest.pod`.
+    pub const CREATE_CONTAINER_REQUEST_POD: u32 = 1;
+    /// `CreateContainerRequest.container`.
+    pub const CREATE_CONTAINER_REQUEST_CONTAINER: u32 = 2;
+    /// `Container.id`.
+    pub const CONTAINER_ID: u32 = 1;
+    /// `Container.name`.
+    pub const CONTAINER_NAME: u32 = 3;
+    /// `Container.hooks`.
+    pub const CONTAINER_HOOKS: u32 = 10;
+    /// `Container.linux`.
+    pub const CONTAINER_LINUX: u32 = 11;
+    /// `LinuxContainer.resources`.
+    pub const LINUX_CONTAINER_RESOURCES: u32 = 3;
+    /// `LinuxContainer.seccomp_profile`.
+    pub const LINUX_CONTAINER_SECCOMP_PROFILE: u32 = 7;
+    /// `LinuxResources.memory`.
+    pub const LINUX_RESOURCES_MEMORY: u32 = 1;
+    /// `LinuxResources.cpu`.
+    pub const LINUX_RESOURCES_CPU: u32 = 2;
+    /// `SynchronizeRequest.pods`.
+    pub const SYNCHRONIZE_REQUEST_PODS: u32 = 1;
+    /// `SynchronizeRequest.containers`.
+    pub const SYNCHRONIZE_REQUEST_CONTAINERS: u32 = 2;
+    /// `SynchronizeRequest.more`.
+    pub const SYNCHRONIZE_REQUEST_MORE: u32 = 3;
+}
+
 /// How deep messages may nest, as `CodedInputStream` counts it.
 const RECURSION_LIMIT: u32 = 100;
 
@@ -826,6 +858,48 @@ mod tests {
         assert_eq!(only_field(&twice, 2), None);
         // In another wire type.
         assert_eq!(only_field(&[0x10, 0x01], 2), None);
+    }
+
+    #[test]
+    fn the_field_numbers_are_nri_protos() {
+        use super::field::*;
+        let number =
+            |d: MessageDescriptor, name: &str| d.field_by_name(name).expect(name).number() as u32;
+        let req = CreateContainerRequest::descriptor();
+        assert_eq!(number(req.clone(), "pod"), CREATE_CONTAINER_REQUEST_POD);
+        assert_eq!(number(req, "container"), CREATE_CONTAINER_REQUEST_CONTAINER);
+        for (name, n) in [
+            ("id", CONTAINER_ID),
+            ("name", CONTAINER_NAME),
+            ("hooks", CONTAINER_HOOKS),
+            ("linux", CONTAINER_LINUX),
+        ] {
+            assert_eq!(number(Container::descriptor(), name), n);
+        }
+        let linux = LinuxContainer::descriptor();
+        assert_eq!(
+            number(linux.clone(), "resources"),
+            LINUX_CONTAINER_RESOURCES
+        );
+        assert_eq!(
+            number(linux, "seccomp_profile"),
+            LINUX_CONTAINER_SECCOMP_PROFILE
+        );
+        assert_eq!(
+            number(LinuxResources::descriptor(), "memory"),
+            LINUX_RESOURCES_MEMORY
+        );
+        assert_eq!(
+            number(LinuxResources::descriptor(), "cpu"),
+            LINUX_RESOURCES_CPU
+        );
+        let sync = SynchronizeRequest::descriptor();
+        assert_eq!(number(sync.clone(), "pods"), SYNCHRONIZE_REQUEST_PODS);
+        assert_eq!(
+            number(sync.clone(), "containers"),
+            SYNCHRONIZE_REQUEST_CONTAINERS
+        );
+        assert_eq!(number(sync, "more"), SYNCHRONIZE_REQUEST_MORE);
     }
 
     #[test]

@@ -34,11 +34,12 @@ fn envelope_size(payload: usize) -> usize {
     field_size(SERVICE.len()) + field_size(METHOD.len()) + field_size(payload) + 11
 }
 
-// `SynchronizeRequest`'s fields: `repeated PodSandbox pods = 1`,
-// `repeated Container containers = 2`, `bool more = 3`.
-const PODS: u32 = 1;
-const CONTAINERS: u32 = 2;
-const MORE: u32 = 3;
+// `SynchronizeRequest`'s fields: `repeated PodSandbox pods`,
+// `repeated Container containers`, `bool more`.
+use nri_api::wire::field::{
+    SYNCHRONIZE_REQUEST_CONTAINERS as CONTAINERS, SYNCHRONIZE_REQUEST_MORE as MORE,
+    SYNCHRONIZE_REQUEST_PODS as PODS,
+};
 
 /// One encoding per object, in order.
 pub(crate) type EncodedObjects = Vec<Vec<u8>>;

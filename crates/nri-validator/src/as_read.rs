@@ -10,6 +10,7 @@
 //! the verdict on that container as read, so a check that starts reading
 //! another field fails them until the field is kept here too.
 
+use nri_api::wire::field::*;
 use nri_api::wire::fields_once;
 use nri_api::{Container, LinuxContainer, PodSandbox, SecurityProfile};
 use protobuf::{Message, MessageField};
@@ -76,38 +77,11 @@ pub fn from_create_request(
     Some((pod, ctr))
 }
 
-// The fields of nri.proto this reads (the tests hold them to the
-// descriptors).
-const CREATE_CONTAINER_REQUEST_POD: u32 = 1;
-const CREATE_CONTAINER_REQUEST_CONTAINER: u32 = 2;
-const CONTAINER_ID: u32 = 1;
-const CONTAINER_NAME: u32 = 3;
-const CONTAINER_LINUX: u32 = 11;
-const LINUX_CONTAINER_SECCOMP_PROFILE: u32 = 7;
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use nri_api::security_profile::ProfileType;
     use nri_api::{CreateContainerRequest, Mount};
-    use protobuf::MessageFull;
-
-    #[test]
-    fn the_field_numbers_are_nri_protos() {
-        let number = |d: protobuf::reflect::MessageDescriptor, name: &str| {
-            d.field_by_name(name).expect(name).number() as u32
-        };
-        let req = CreateContainerRequest::descriptor();
-        assert_eq!(number(req.clone(), "pod"), CREATE_CONTAINER_REQUEST_POD);
-        assert_eq!(number(req, "container"), CREATE_CONTAINER_REQUEST_CONTAINER);
-        assert_eq!(number(Container::descriptor(), "id"), CONTAINER_ID);
-        assert_eq!(number(Container::descriptor(), "name"), CONTAINER_NAME);
-        assert_eq!(number(Container::descriptor(), "linux"), CONTAINER_LINUX);
-        assert_eq!(
-            number(LinuxContainer::descriptor(), "seccomp_profile"),
-            LINUX_CONTAINER_SECCOMP_PROFILE
-        );
-    }
 
     fn request(seccomp: Option<ProfileType>) -> CreateContainerRequest {
         let mut pod = PodSandbox {

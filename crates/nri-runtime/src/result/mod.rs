@@ -24,6 +24,7 @@ use std::fmt;
 use protobuf::MessageField;
 
 use nri_api::quote::go_quote;
+use nri_api::wire::field::*;
 use nri_api::wire::{only_field, only_fields};
 use nri_api::{
     ConflictError, Container, ContainerAdjustment, ContainerUpdate, CreateContainerRequest,
@@ -326,16 +327,6 @@ impl StopResult {
         self.reply
     }
 }
-
-// The fields of nri.proto that `normalized_container_id` reads (the tests
-// hold them to the descriptors).
-const CREATE_CONTAINER_REQUEST_CONTAINER: u32 = 2;
-const CONTAINER_ID: u32 = 1;
-const CONTAINER_HOOKS: u32 = 10;
-const CONTAINER_LINUX: u32 = 11;
-const LINUX_CONTAINER_RESOURCES: u32 = 3;
-const LINUX_RESOURCES_MEMORY: u32 = 1;
-const LINUX_RESOURCES_CPU: u32 = 2;
 
 /// Gives the container every sub-message and collection upstream fills
 /// before the first plugin call, so merging can write into them.

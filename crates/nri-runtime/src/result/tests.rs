@@ -2165,33 +2165,6 @@ fn is_normalized_is_true_exactly_when_normalizing_adds_nothing() {
 // ---------------------------------------------------------------------------
 
 #[test]
-fn the_field_numbers_read_from_encoded_requests_are_nri_protos() {
-    use protobuf::MessageFull;
-    let number = |d: protobuf::reflect::MessageDescriptor, name: &str| {
-        d.field_by_name(name).expect(name).number() as u32
-    };
-    assert_eq!(
-        number(CreateContainerRequest::descriptor(), "container"),
-        CREATE_CONTAINER_REQUEST_CONTAINER
-    );
-    assert_eq!(number(Container::descriptor(), "id"), CONTAINER_ID);
-    assert_eq!(number(Container::descriptor(), "hooks"), CONTAINER_HOOKS);
-    assert_eq!(number(Container::descriptor(), "linux"), CONTAINER_LINUX);
-    assert_eq!(
-        number(LinuxContainer::descriptor(), "resources"),
-        LINUX_CONTAINER_RESOURCES
-    );
-    assert_eq!(
-        number(LinuxResources::descriptor(), "memory"),
-        LINUX_RESOURCES_MEMORY
-    );
-    assert_eq!(
-        number(LinuxResources::descriptor(), "cpu"),
-        LINUX_RESOURCES_CPU
-    );
-}
-
-#[test]
 fn an_encoded_request_is_normalized_exactly_when_normalizing_keeps_its_bytes() {
     use protobuf::Message;
     let with = |hooks: bool, memory: bool, cpu: bool, id: &str| {
