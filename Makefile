@@ -34,6 +34,13 @@ export CGO_CFLAGS = $(NRI_CGO_CFLAGS) -DNRI_LIB_STAMP=$(shell stat -c %Y.%s $(NR
 export CGO_LDFLAGS := -L$(NRI_LIB_DIR) $(CGO_LDFLAGS)
 NRI_VERSION := $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml)
 
+# The release libnri.a is built as a staticlib alone: cargo skips LTO for
+# a crate that is also an rlib (nri-capi is one for the fuzz targets), and
+# the release profile's whole-program LTO makes the library a third of its
+# size without it and the core faster (docs/PERFORMANCE.md, "The release
+# profile"). Every release build of the library goes through this.
+RELEASE_LIB = $(CARGO) rustc --release -p nri-capi --lib --crate-type staticlib
+
 LINT_PHONY := lint lint-rust lint-go lint-sh lint-docs lint-deny
 .PHONY: $(LINT_PHONY) fuzz fuzz-corpus provenance pkgconfig install test-install all build demo demo-go example test test-rust test-go test-c conformance upstream-check e2e e2e-containerd e2e-crio bench bench-run soak soak-run header check-header fmt clean
 
@@ -62,7 +69,7 @@ LIBDIR  ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 DATADIR ?= $(PREFIX)/share
 install:
-	$(CARGO) build --release --locked -p nri-capi
+	$(RELEASE_LIB) --locked
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(DATADIR)/nri-rs
 	install -m 644 $(TARGET_DIR)/release/libnri.a $(DESTDIR)$(LIBDIR)/libnri.a
 	install -m 644 $(NRI_INCLUDE_DIR)/nri.h $(DESTDIR)$(INCLUDEDIR)/nri.h
@@ -197,7 +204,7 @@ NRI_NATIVE_LIBS := -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 # crates/nri-capi/nri.pc.in).
 NRI_PC_LIBS := $(filter-out -lgcc_s,$(NRI_NATIVE_LIBS))
 test-c: build
-	$(CARGO) build --release -p nri-capi
+	$(RELEASE_LIB)
 	CARGO="$(CARGO)" tests/c/check-static-libs.sh "$(NRI_NATIVE_LIBS)"
 	tests/c/check-exports.sh $(NRI_INCLUDE_DIR)/nri.h tests/c
 	$(MAKE) -C tests/c run NRI_LIB=$(TARGET_DIR)/release/libnri.a \
@@ -243,7 +250,7 @@ e2e-crio:
 BENCH_DIR := $(CURDIR)/build/bench
 BENCH_FLAGS ?= -v
 bench:
-	$(CARGO) build --release -p nri-capi
+	$(RELEASE_LIB)
 	$(CARGO) build --release -p nri-test-tools --bin nri-bench-plugin --bin nri-bench-core
 	$(MAKE) --no-print-directory pkgconfig bench-run NRI_LIB_DIR=$(TARGET_DIR)/release
 
@@ -267,7 +274,7 @@ bench-run:
 ## `make test` runs a short version (go/tests/bench/soak_test.go).
 SOAK_FLAGS ?= -v
 soak:
-	$(CARGO) build --release -p nri-capi
+	$(RELEASE_LIB)
 	$(CARGO) build --release -p nri-test-tools --bin nri-bench-plugin
 	$(MAKE) --no-print-directory pkgconfig soak-run NRI_LIB_DIR=$(TARGET_DIR)/release
 

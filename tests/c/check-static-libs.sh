@@ -6,10 +6,11 @@
 # builds without pkg-config (go/*/link_nopkgconfig.go) repeat it, and are
 # checked here too. Both leave out -lgcc_s (see crates/nri-capi/nri.pc.in).
 # Cargo replays the note from its cache when the build is fresh, so this
-# costs one build of the staticlib the first time only.
+# costs one build of the staticlib the first time only. It is built as the
+# Makefile's RELEASE_LIB builds it: a staticlib alone.
 set -eu
 want=$1
-out=$(${CARGO:-cargo} rustc --release -p nri-capi --lib -- \
+out=$(${CARGO:-cargo} rustc --release -p nri-capi --lib --crate-type staticlib -- \
       --print native-static-libs 2>&1) || { printf '%s\n' "$out" >&2; exit 1; }
 got=$(printf '%s\n' "$out" | sed -n 's/.*native-static-libs: //p' | tail -n 1)
 if [ -z "$got" ]; then
