@@ -115,7 +115,8 @@ pub(crate) async fn create_container(
     // changes what the next is sent, and other validators and the audit
     // log are given the container itself: then it is decoded from the
     // start, which checks it too.
-    let stays_encoded = validators.iter().all(|v| v.reads_container_as_read())
+    let validators_read_little = validators.iter().all(|v| v.reads_container_as_read());
+    let stays_encoded = validators_read_little
         && core.audit.is_none()
         && plugins
             .iter()
@@ -166,20 +167,17 @@ pub(crate) async fn create_container(
         let validate = match (as_read, &req, validators.is_empty()) {
             (_, _, true) => None,
             (Some(as_read), _, false) => Some(as_read),
-            (None, Request::Decoded(r), false) => Some(ValidateContainerAdjustmentRequest {
-                container: match validators.iter().all(|v| v.reads_container_as_read()) {
-                    true => MessageField::some(nri_validator::as_read::container(&r.container)),
-                    false => r.container.clone(),
-                },
-                ..Default::default()
-            }),
-            // Not reached: validators keep the request encoded only with
-            // the container as read.
-            (None, Request::Encoded(_), false) => {
-                return Err(Error::InvalidMessage(format!(
-                    "{} not decoded for validation",
-                    CreateContainerRequest::NAME
-                )))
+            // (Decoded: an encoded request has validators only with the
+            // container as read.)
+            (None, req, false) => {
+                let r = req.message()?;
+                Some(ValidateContainerAdjustmentRequest {
+                    container: match validators_read_little {
+                        true => MessageField::some(nri_validator::as_read::container(&r.container)),
+                        false => r.container.clone(),
+                    },
+                    ..Default::default()
+                })
             }
         };
         for p in &plugins {
