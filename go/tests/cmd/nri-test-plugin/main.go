@@ -26,6 +26,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
@@ -68,7 +69,7 @@ func run(socket, name, idx, scriptPath string) error {
 	opts := []stub.Option{
 		stub.WithSocketPath(socket),
 		stub.WithTTRPCOptions(nil, []ttrpc.ServerOpt{ttrpc.WithUnaryServerInterceptor(p.intercept)}),
-		stub.WithOnClose(p.connectionClosed),
+		stub.WithOnClose(p.closedByStub),
 	}
 	// The stub takes name and index from the environment itself, logs a
 	// name override and refuses to have the index set twice.
@@ -97,6 +98,18 @@ func run(socket, name, idx, scriptPath string) error {
 		p.connectionClosed()
 	}
 	return fmt.Errorf("plugin %s: %w", p.name, err)
+}
+
+// closedByStub is the stub's close callback. A refused registration
+// closes the connection too, and Run then returns the runtime's reason,
+// which main reports: the callback must not exit before it can. It still
+// exits on its own after a while, since the stub's Start waits for
+// Configure forever if the connection closes between the two.
+func (p *plugin) closedByStub() {
+	if !p.configured.Load() {
+		time.Sleep(time.Second)
+	}
+	p.connectionClosed()
 }
 
 // connectionClosed ends the process once the runtime closed the

@@ -36,8 +36,11 @@ type plugin struct {
 	// configFailed is set when Configure fails, so that the runtime then
 	// closing the connection does not turn into a clean exit.
 	configFailed atomic.Bool
-	logMu        sync.Mutex
-	unsolOnce    sync.Once
+	// configured is set once the runtime has called Configure, that is
+	// once registration is over.
+	configured atomic.Bool
+	logMu      sync.Mutex
+	unsolOnce  sync.Once
 }
 
 var (
@@ -102,6 +105,7 @@ func cloneUpdates(in []*api.ContainerUpdate) []*api.ContainerUpdate {
 //
 
 func (p *plugin) Configure(_ context.Context, _, runtime, version string) (api.EventMask, error) {
+	p.configured.Store(true)
 	if errp := p.scriptErr.Load(); errp != nil {
 		logrus.Errorf("%s: %v", p.name, *errp)
 		p.configFailed.Store(true)
