@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use protobuf::descriptor::field_descriptor_proto::{Label, Type};
 use protobuf::reflect::{FileDescriptor, MessageDescriptor};
 use protobuf::rt::WireType;
-use protobuf::{CodedInputStream, MessageFull};
+use protobuf::{CodedInputStream, Message, MessageFull};
 
 /// Whether `bytes` are an `M`, well-formed: `Ok` exactly when decoding
 /// them within their own length succeeds (see [`decode_within`]), and
@@ -93,6 +93,46 @@ pub fn fields_once<const N: usize>(buf: &[u8], numbers: [u32; N]) -> Option<[Opt
     (!found.spoilt.contains(&true)).then_some(found.payloads)
 }
 
+/// `buf` decoded as an `M` of fields `numbers` only: the message decoding
+/// all of `buf` gives, with every other field left at its default, at the
+/// cost of decoding those fields alone. Each field's occurrences are merged
+/// in their order, as decoding merges them, so a repeated field or a map
+/// is whole and a scalar's last occurrence wins. `buf` must be well-formed
+/// ([`check`]); bytes that are not give an error.
+pub fn decode_fields<M: Message>(buf: &[u8], numbers: &[u32]) -> protobuf::Result<M> {
+    let malformed = || {
+        protobuf::Error::from(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "a malformed message",
+        ))
+    };
+    let mut m = M::new();
+    let mut r = Reader::over(buf);
+    // A run of wanted fields back to back is merged in one call.
+    let mut run: Option<usize> = None;
+    loop {
+        let start = r.pos;
+        let tag = r.tag().map_err(|Refused| malformed())?;
+        let wanted = tag.is_some_and(|(number, _)| numbers.contains(&number));
+        match (wanted, run) {
+            (true, None) => run = Some(start),
+            (false, Some(from)) => {
+                m.merge_from_bytes(&buf[from..start])?;
+                run = None;
+            }
+            _ => {}
+        }
+        let Some((_, wire_type)) = tag else {
+            return Ok(m);
+        };
+        match wire_type {
+            WireType::StartGroup => skip_top_group(&mut r, 0),
+            other => r.skip(other),
+        }
+        .map_err(|Refused| malformed())?;
+    }
+}
+
 /// What one pass over a message found of some fields: the last payload of
 /// each, and whether it was there more than once or in another wire type.
 struct Found<'a, const N: usize> {
@@ -138,6 +178,12 @@ pub mod field {
     pub const CREATE_CONTAINER_REQUEST_POD: u32 = 1;
     /// `CreateContainerRequest.container`.
     pub const CREATE_CONTAINER_REQUEST_CONTAINER: u32 = 2;
+    /// `PodSandbox.name`.
+    pub const POD_SANDBOX_NAME: u32 = 2;
+    /// `PodSandbox.namespace`.
+    pub const POD_SANDBOX_NAMESPACE: u32 = 4;
+    /// `PodSandbox.annotations`.
+    pub const POD_SANDBOX_ANNOTATIONS: u32 = 6;
     /// `Container.id`.
     pub const CONTAINER_ID: u32 = 1;
     /// `Container.name`.
@@ -869,6 +915,13 @@ mod tests {
         assert_eq!(number(req.clone(), "pod"), CREATE_CONTAINER_REQUEST_POD);
         assert_eq!(number(req, "container"), CREATE_CONTAINER_REQUEST_CONTAINER);
         for (name, n) in [
+            ("name", POD_SANDBOX_NAME),
+            ("namespace", POD_SANDBOX_NAMESPACE),
+            ("annotations", POD_SANDBOX_ANNOTATIONS),
+        ] {
+            assert_eq!(number(PodSandbox::descriptor(), name), n);
+        }
+        for (name, n) in [
             ("id", CONTAINER_ID),
             ("name", CONTAINER_NAME),
             ("hooks", CONTAINER_HOOKS),
@@ -920,5 +973,37 @@ mod tests {
         // In another wire type, or bytes that are not a message.
         assert_eq!(fields_once(&[0x10, 0x01], [2]), None);
         assert_eq!(fields_once(&[0x12, 0x05, 0x0a], [2]), None);
+    }
+
+    #[test]
+    fn decode_fields_is_decoding_with_the_other_fields_cleared() {
+        let first = rich_request().pod.unwrap();
+        let mut second = first.clone();
+        second.name = "second".into();
+        second.annotations.insert("b".into(), "2".into());
+        second.labels.insert("tier".into(), "front".into());
+        second.ips = vec!["10.0.0.2".into()];
+        // Back to back, the two decode as their merge: each field there
+        // twice, and the annotations of the two apart.
+        let bytes = [first.write_to_bytes().unwrap(), second.write_to_bytes().unwrap()].concat();
+        let whole = PodSandbox::parse_from_bytes(&bytes).unwrap();
+        let got: PodSandbox = decode_fields(&bytes, &[2, 4, 6]).unwrap();
+        let want = PodSandbox {
+            name: whole.name.clone(),
+            namespace: whole.namespace.clone(),
+            annotations: whole.annotations.clone(),
+            ..Default::default()
+        };
+        assert_eq!(got, want);
+        assert_eq!((got.name.as_str(), got.annotations.len()), ("second", 2));
+        let all: Vec<u32> = (1..=10).collect();
+        assert_eq!(decode_fields::<PodSandbox>(&bytes, &all).unwrap(), whole);
+        assert_eq!(
+            decode_fields::<PodSandbox>(&bytes, &[]).unwrap(),
+            PodSandbox::default()
+        );
+        // Bytes that are not a message.
+        assert!(decode_fields::<PodSandbox>(&[0x12, 0x05, 0x0a], &[2]).is_err());
+        assert!(decode_fields::<PodSandbox>(&[0x12, 0x05, 0x0a], &[9]).is_err());
     }
 }

@@ -102,14 +102,14 @@ pub trait BuiltinHandlers: Send + Sync + 'static {
     ) -> Option<Result<(), BoxError>> {
         None
     }
-    /// Whether this validator reads of the request's pristine container
-    /// only what [`nri_validator::as_read::container`] keeps: its ID, its
-    /// name and its seccomp profile. Then the runtime may hand it the
-    /// container as read, taken from the CreateContainer request as the
-    /// runtime encoded it, instead of decoding the whole container for it.
-    /// `false`, the default, means the validator is given the container
-    /// whole.
-    fn reads_container_as_read(&self) -> bool {
+    /// Whether this validator reads of the request's pod and pristine
+    /// container only what [`nri_validator::as_read`] keeps: the pod's
+    /// name, namespace and annotations, the container's ID, name and
+    /// seccomp profile. Then the runtime may hand it the two as read,
+    /// taken from the CreateContainer request as the runtime encoded it,
+    /// instead of decoding them whole for it. `false`, the default, means
+    /// the validator is given both whole.
+    fn reads_as_read(&self) -> bool {
         false
     }
 }
@@ -165,9 +165,9 @@ impl BuiltinHandlers for DefaultValidatorPlugin {
         Some(self.0.validate(req).map_err(Into::into))
     }
 
-    // nri-validator's tests hold its verdicts on a whole container to
-    // those on the container as read.
-    fn reads_container_as_read(&self) -> bool {
+    // nri-validator's tests hold its verdicts on a whole pod and container
+    // to those on the two as read.
+    fn reads_as_read(&self) -> bool {
         true
     }
 }

@@ -109,13 +109,14 @@ pub(crate) async fn create_container(
     // plugin sees, is merged into a stand-in for the container (the merged
     // reply does not depend on the container's contents). That takes bytes
     // that normalizing leaves as they are (go/adaptation normalizes before
-    // encoding), and validators that read of the container only what is
-    // taken from its bytes (the default validator: its ID, name and seccomp
-    // profile), given the pod decoded. With more plugins, one's adjustment
+    // encoding), and validators that read of the pod and the container
+    // only what is taken from its bytes (the default validator: the pod's
+    // name, namespace and annotations, the container's ID, name and
+    // seccomp profile). With more plugins, one's adjustment
     // changes what the next is sent, and other validators and the audit
     // log are given the container itself: then it is decoded from the
     // start, which checks it too.
-    let validators_read_little = validators.iter().all(|v| v.reads_container_as_read());
+    let validators_read_little = validators.iter().all(|v| v.reads_as_read());
     let stays_encoded = validators_read_little
         && core.audit.is_none()
         && plugins

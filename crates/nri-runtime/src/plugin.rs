@@ -210,11 +210,11 @@ impl Plugin {
         matches!(self.transport, Transport::Builtin(_))
     }
 
-    /// Whether this is a builtin validator that reads of the container only
-    /// what `nri_validator::as_read::container` keeps
-    /// ([`BuiltinHandlers::reads_container_as_read`]).
-    pub(crate) fn reads_container_as_read(&self) -> bool {
-        matches!(&self.transport, Transport::Builtin(h) if h.reads_container_as_read())
+    /// Whether this is a builtin validator that reads of the pod and the
+    /// container only what `nri_validator::as_read` keeps
+    /// ([`BuiltinHandlers::reads_as_read`]).
+    pub(crate) fn reads_as_read(&self) -> bool {
+        matches!(&self.transport, Transport::Builtin(h) if h.reads_as_read())
     }
 
     /// Closes the connection and kills a launched process. Idempotent and

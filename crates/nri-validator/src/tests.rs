@@ -102,10 +102,9 @@ impl Request {
     }
 
     /// The verdict on this request; and, as every case passes through
-    /// here, a check that the validator reads of the container no more
-    /// than `as_read::container` keeps: the verdict on the container with
-    /// every other field filled in, and on that container as read, is the
-    /// same.
+    /// here, a check that the validator reads of the pod and the container
+    /// no more than `as_read` keeps: the verdict on them with every other
+    /// field filled in, and on them as read, is the same.
     fn validate(&self, cfg: &DefaultValidatorConfig) -> Result<(), String> {
         let v = DefaultValidator::new(cfg.clone());
         let verdict =
@@ -113,17 +112,19 @@ impl Request {
         let said = verdict(&self.0);
         let mut rich = self.0.clone();
         fill_unread(rich.container.mut_or_insert_default());
+        fill_unread_of_pod(rich.pod.mut_or_insert_default());
         let mut read = rich.clone();
         read.container = MessageField::some(as_read::container(&rich.container));
+        read.pod = MessageField::some(as_read::pod(&rich.pod));
         assert_eq!(
             verdict(&rich),
             said,
-            "the whole container changes the verdict"
+            "the whole pod and container change the verdict"
         );
         assert_eq!(
             verdict(&read),
             said,
-            "the container as read changes the verdict"
+            "the pod and container as read change the verdict"
         );
         said
     }
@@ -184,6 +185,34 @@ fn fill_unread(c: &mut Container) {
     });
     let resources = linux.resources.mut_or_insert_default();
     resources.cpu.mut_or_insert_default().cpus = "0-1".into();
+}
+
+/// Gives every field of `p` that `as_read::pod` leaves out a value,
+/// keeping those it keeps.
+fn fill_unread_of_pod(p: &mut PodSandbox) {
+    use nri_api::LinuxNamespace;
+    p.id = "pod-id".into();
+    p.uid = "0b4c1a6e".into();
+    p.runtime_handler = "runc".into();
+    p.pid = 4242;
+    p.ips = vec!["10.0.0.1".into()];
+    // The validator's annotations, as labels.
+    p.labels
+        .insert(REQUIRED_PLUGINS_ANNOTATION.into(), "[\"from-a-label\"]".into());
+    p.labels.insert(TOLERATE.into(), "true".into());
+    let linux = p.linux.mut_or_insert_default();
+    linux.cgroup_parent = "/kubepods".into();
+    linux.namespaces.push(LinuxNamespace {
+        type_: "network".into(),
+        path: "/var/run/netns/x".into(),
+        ..Default::default()
+    });
+    linux
+        .resources
+        .mut_or_insert_default()
+        .cpu
+        .mut_or_insert_default()
+        .cpus = "0-1".into();
 }
 
 const UNCONFINED: i32 = ProfileType::UNCONFINED as i32;

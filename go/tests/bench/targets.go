@@ -59,15 +59,15 @@ func fmtVal(v float64, unit string) string {
 // What limits the targets that a run misses, from the profiles in
 // PERFORMANCE.md's hand-written part ("What limits the targets").
 const (
-	limitsBoundary = "with more than one plugin, a validator or the audit log, the core decodes the request (rust-protobuf: " +
+	limitsBoundary = "with more than one plugin, an external validator or the audit log, the core decodes the request (rust-protobuf: " +
 		"~160,000 instructions for the 7.5 KB request, frees included) and encodes the answer, work upstream does not have, " +
 		"besides the Go side's own marshalling"
 	limitsOneHop = "the boundary: the event crosses from the Go caller's thread to the core's and back, two thread " +
 		"wake-ups upstream does not have, each ~15 µs of scheduling delay on these VMs (perf sched), while Go marshals the " +
-		"request and unmarshals the answer as upstream does; the core's own part is ~135,000 instructions (the request " +
+		"request and unmarshals the answer as upstream does; the core's own part is ~128,000 instructions (the request " +
 		"checked, not decoded; the reply decoded and merged; the answer encoded)"
-	limitsValidator = "the boundary, as for one plugin alone, and the default validator's share: ~85,000 instructions " +
-		"(the pod decoded, the container as the validator reads it taken from the request's bytes, the checks), where " +
+	limitsValidator = "the boundary, as for one plugin alone, and the default validator's share: ~36,000 instructions " +
+		"(the pod and the container as the validator reads them taken from the request's bytes, the checks), where " +
 		"upstream's builtin validator reads its Go objects"
 	limitsWasm = "the module runs in wasmi, an interpreter with fuel metering for the deadline (see \"WASM plugins\" " +
 		"below), where wazero compiles it; the core's own part is as for one ttrpc plugin"
