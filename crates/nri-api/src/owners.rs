@@ -18,6 +18,7 @@
 //!   cleared a field any other plugin's claim conflicts with P;
 //! * OCI hooks never conflict: their owner accumulates as `a,b,c`.
 
+use std::collections::hash_map::Entry;
 use std::fmt;
 
 use protobuf::EnumFull;
@@ -113,16 +114,42 @@ impl FieldOwners {
         plugin: &str,
     ) -> Result<(), ConflictError> {
         let owners = &mut self.compound.entry(field as i32).or_default().owners;
-        if let Some(owner) = conflicting_owner(owners.get(key).map(String::as_str), plugin) {
-            return Err(ConflictError {
-                field,
-                key: Some(key.to_string()),
-                claimant: plugin.to_string(),
-                owner: owner.to_string(),
-            });
+        // One lookup: a key is most often claimed once.
+        match owners.entry(key.to_string()) {
+            Entry::Vacant(v) => {
+                v.insert(plugin.to_string());
+            }
+            Entry::Occupied(mut o) => {
+                if let Some(owner) = conflicting_owner(Some(o.get()), plugin) {
+                    return Err(ConflictError {
+                        field,
+                        key: Some(key.to_string()),
+                        claimant: plugin.to_string(),
+                        owner: owner.to_string(),
+                    });
+                }
+                o.insert(plugin.to_string());
+            }
         }
-        owners.insert(key.to_string(), plugin.to_string());
         Ok(())
+    }
+
+    /// Whether any key of a compound field has an owner (or a clear
+    /// marker): only then can a claim on it conflict.
+    pub fn any_compound_owner(&self, field: Field) -> bool {
+        self.compound
+            .get(&(field as i32))
+            .is_some_and(|c| !c.owners.is_empty())
+    }
+
+    /// Makes room for `additional` more keys of a compound field, so that
+    /// claiming a large reply's keys does not grow the map step by step.
+    pub fn reserve_compound(&mut self, field: Field, additional: usize) {
+        self.compound
+            .entry(field as i32)
+            .or_default()
+            .owners
+            .reserve(additional);
     }
 
     /// Leaves the clear marker of `plugin` on a simple field, whoever owned it.
@@ -224,6 +251,16 @@ impl OwningPlugins {
     pub fn clear_compound(&mut self, ctr_id: &str, field: Field, key: &str, plugin: &str) {
         self.container_mut(ctr_id)
             .clear_compound(field, key, plugin)
+    }
+
+    pub fn any_compound_owner(&self, ctr_id: &str, field: Field) -> bool {
+        self.container(ctr_id)
+            .is_some_and(|owners| owners.any_compound_owner(field))
+    }
+
+    pub fn reserve_compound(&mut self, ctr_id: &str, field: Field, additional: usize) {
+        self.container_mut(ctr_id)
+            .reserve_compound(field, additional)
     }
 
     pub fn claim_hooks(&mut self, ctr_id: &str, plugin: &str) {
@@ -360,6 +397,25 @@ mod tests {
             err.to_string(),
             r#"plugins "00-a" and "00-a" both tried to set LinuxSched "#
         );
+    }
+
+    #[test]
+    fn a_field_may_conflict_once_a_key_of_it_has_an_owner() {
+        let mut o = OwningPlugins::default();
+        assert!(!o.any_compound_owner("c", Field::Env));
+        // Room made, another field claimed: still nobody owns a key.
+        o.reserve_compound("c", Field::Env, 100);
+        o.claim_compound("c", Field::Mounts, "/x", "00-a").unwrap();
+        assert!(!o.any_compound_owner("c", Field::Env));
+        assert!(!o.any_compound_owner("other", Field::Mounts));
+        assert!(o.any_compound_owner("c", Field::Mounts));
+        // A clear marker counts: another plugin's claim conflicts with it.
+        o.clear_compound("c", Field::Env, "K", "00-a");
+        assert!(o.any_compound_owner("c", Field::Env));
+        // An owner is replaced in place by the clearer's own claim.
+        o.claim_compound("c", Field::Env, "K", "00-a").unwrap();
+        assert_eq!(o.compound_owner("c", Field::Env, "K"), Some("00-a"));
+        assert!(o.claim_compound("c", Field::Env, "K", "01-b").is_err());
     }
 
     #[test]

@@ -36,6 +36,18 @@ impl<'a> Claims<'a> {
             .claim_compound(self.ctr_id, field, key, self.plugin)
     }
 
+    /// Whether a claim on a key of `field` can conflict: only if some key
+    /// of it already has an owner.
+    pub(super) fn may_conflict(&self, field: Field) -> bool {
+        self.owners.any_compound_owner(self.ctr_id, field)
+    }
+
+    /// Makes room for `additional` claims on keys of `field`.
+    pub(super) fn reserve_keys(&mut self, field: Field, additional: usize) {
+        self.owners
+            .reserve_compound(self.ctr_id, field, additional)
+    }
+
     pub(super) fn clear(&mut self, field: Field) {
         self.owners.clear_simple(self.ctr_id, field, self.plugin)
     }
