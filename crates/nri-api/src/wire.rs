@@ -985,7 +985,11 @@ mod tests {
         second.ips = vec!["10.0.0.2".into()];
         // Back to back, the two decode as their merge: each field there
         // twice, and the annotations of the two apart.
-        let bytes = [first.write_to_bytes().unwrap(), second.write_to_bytes().unwrap()].concat();
+        let bytes = [
+            first.write_to_bytes().unwrap(),
+            second.write_to_bytes().unwrap(),
+        ]
+        .concat();
         let whole = PodSandbox::parse_from_bytes(&bytes).unwrap();
         let got: PodSandbox = decode_fields(&bytes, &[2, 4, 6]).unwrap();
         let want = PodSandbox {

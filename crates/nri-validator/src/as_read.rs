@@ -18,7 +18,11 @@ use nri_api::{Container, LinuxContainer, PodSandbox, SecurityProfile};
 use protobuf::{Message, MessageField};
 
 /// The fields of a pod that the validator reads.
-const POD_FIELDS: [u32; 3] = [POD_SANDBOX_NAME, POD_SANDBOX_NAMESPACE, POD_SANDBOX_ANNOTATIONS];
+const POD_FIELDS: [u32; 3] = [
+    POD_SANDBOX_NAME,
+    POD_SANDBOX_NAMESPACE,
+    POD_SANDBOX_ANNOTATIONS,
+];
 
 /// `p` as the validator reads it: its name, its namespace and its
 /// annotations.

@@ -197,8 +197,10 @@ fn fill_unread_of_pod(p: &mut PodSandbox) {
     p.pid = 4242;
     p.ips = vec!["10.0.0.1".into()];
     // The validator's annotations, as labels.
-    p.labels
-        .insert(REQUIRED_PLUGINS_ANNOTATION.into(), "[\"from-a-label\"]".into());
+    p.labels.insert(
+        REQUIRED_PLUGINS_ANNOTATION.into(),
+        "[\"from-a-label\"]".into(),
+    );
     p.labels.insert(TOLERATE.into(), "true".into());
     let linux = p.linux.mut_or_insert_default();
     linux.cgroup_parent = "/kubepods".into();

@@ -44,8 +44,7 @@ impl<'a> Claims<'a> {
 
     /// Makes room for `additional` claims on keys of `field`.
     pub(super) fn reserve_keys(&mut self, field: Field, additional: usize) {
-        self.owners
-            .reserve_compound(self.ctr_id, field, additional)
+        self.owners.reserve_compound(self.ctr_id, field, additional)
     }
 
     pub(super) fn clear(&mut self, field: Field) {
