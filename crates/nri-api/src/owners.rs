@@ -113,22 +113,41 @@ impl FieldOwners {
         key: &str,
         plugin: &str,
     ) -> Result<(), ConflictError> {
+        self.claim_compound_keys(field, [key], plugin)
+    }
+
+    /// [`claim_compound`](Self::claim_compound) for several keys of one
+    /// field, in order, stopping at the first conflict; the field's owners
+    /// are looked up once.
+    pub fn claim_compound_keys<'k>(
+        &mut self,
+        field: Field,
+        keys: impl IntoIterator<Item = &'k str>,
+        plugin: &str,
+    ) -> Result<(), ConflictError> {
+        let mut keys = keys.into_iter().peekable();
+        if keys.peek().is_none() {
+            // Nothing claimed leaves no trace in the owners.
+            return Ok(());
+        }
         let owners = &mut self.compound.entry(field as i32).or_default().owners;
-        // One lookup: a key is most often claimed once.
-        match owners.entry(key.to_string()) {
-            Entry::Vacant(v) => {
-                v.insert(plugin.to_string());
-            }
-            Entry::Occupied(mut o) => {
-                if let Some(owner) = conflicting_owner(Some(o.get()), plugin) {
-                    return Err(ConflictError {
-                        field,
-                        key: Some(key.to_string()),
-                        claimant: plugin.to_string(),
-                        owner: owner.to_string(),
-                    });
+        for key in keys {
+            // One lookup: a key is most often claimed once.
+            match owners.entry(key.to_string()) {
+                Entry::Vacant(v) => {
+                    v.insert(plugin.to_string());
                 }
-                o.insert(plugin.to_string());
+                Entry::Occupied(mut o) => {
+                    if let Some(owner) = conflicting_owner(Some(o.get()), plugin) {
+                        return Err(ConflictError {
+                            field,
+                            key: Some(key.to_string()),
+                            claimant: plugin.to_string(),
+                            owner: owner.to_string(),
+                        });
+                    }
+                    o.insert(plugin.to_string());
+                }
             }
         }
         Ok(())
@@ -242,6 +261,21 @@ impl OwningPlugins {
     ) -> Result<(), ConflictError> {
         self.container_mut(ctr_id)
             .claim_compound(field, key, plugin)
+    }
+
+    pub fn claim_compound_keys<'k>(
+        &mut self,
+        ctr_id: &str,
+        field: Field,
+        keys: impl IntoIterator<Item = &'k str>,
+        plugin: &str,
+    ) -> Result<(), ConflictError> {
+        let mut keys = keys.into_iter().peekable();
+        if keys.peek().is_none() {
+            return Ok(());
+        }
+        self.container_mut(ctr_id)
+            .claim_compound_keys(field, keys, plugin)
     }
 
     pub fn clear_simple(&mut self, ctr_id: &str, field: Field, plugin: &str) {
@@ -416,6 +450,20 @@ mod tests {
         o.claim_compound("c", Field::Env, "K", "00-a").unwrap();
         assert_eq!(o.compound_owner("c", Field::Env, "K"), Some("00-a"));
         assert!(o.claim_compound("c", Field::Env, "K", "01-b").is_err());
+    }
+
+    #[test]
+    fn keys_are_claimed_in_order_up_to_the_first_conflict() {
+        let mut o = OwningPlugins::default();
+        o.claim_compound_keys("c", Field::Env, [], "00-a").unwrap();
+        assert!(o.container("c").is_none(), "nothing claimed, nothing kept");
+        o.claim_compound("c", Field::Env, "B", "00-a").unwrap();
+        let err = o
+            .claim_compound_keys("c", Field::Env, ["A", "B", "C"], "01-b")
+            .unwrap_err();
+        assert_eq!(err.key.as_deref(), Some("B"));
+        assert_eq!(o.compound_owner("c", Field::Env, "A"), Some("01-b"));
+        assert_eq!(o.compound_owner("c", Field::Env, "C"), None);
     }
 
     #[test]

@@ -316,14 +316,22 @@ pub(super) fn merge_map<V: Clone + Default>(
         reply.reserve(sets.len());
     }
 
-    for (key, value) in sets {
-        steps(1);
-        if !removed.is_empty() && removed.remove(&key) {
-            claims.clear_key(field, &key);
-            ctr.remove(&key);
-            reply.insert(mark_for_removal(&key), V::default());
+    // A key the reply both removes and sets loses its owner first; then
+    // all keys are claimed, in order, before any is set (a conflict fails
+    // the event, and the result is dropped).
+    if !removed.is_empty() {
+        steps(sets.len());
+        for (key, _) in &sets {
+            if removed.remove(key) {
+                claims.clear_key(field, key);
+                ctr.remove(key);
+                reply.insert(mark_for_removal(key), V::default());
+            }
         }
-        claims.key(field, &key)?;
+    }
+    claims.keys(field, sets.iter().map(|(key, _)| key.as_str()))?;
+    steps(sets.len());
+    for (key, value) in sets {
         ctr.insert(key.clone(), value.clone());
         reply.insert(key, value);
     }
@@ -420,9 +428,7 @@ impl<T, C> KeyedList<T, C> {
         if edits.add.len() >= RESERVE_FROM {
             claims.reserve_keys(self.field, edits.add.len());
         }
-        for entry in &edits.add {
-            claims.key(self.field, (self.key)(entry))?;
-        }
+        claims.keys(self.field, edits.add.iter().map(self.key))?;
         ctr.extend(edits.add.iter().map(self.to_ctr));
         reply.extend(edits.add);
         if self.reply_removals {

@@ -36,6 +36,16 @@ impl<'a> Claims<'a> {
             .claim_compound(self.ctr_id, field, key, self.plugin)
     }
 
+    /// Claims `keys` of `field` in order, stopping at the first conflict.
+    pub(super) fn keys<'k>(
+        &mut self,
+        field: Field,
+        keys: impl IntoIterator<Item = &'k str>,
+    ) -> Result<(), ConflictError> {
+        self.owners
+            .claim_compound_keys(self.ctr_id, field, keys, self.plugin)
+    }
+
     /// Whether a claim on a key of `field` can conflict: only if some key
     /// of it already has an owner.
     pub(super) fn may_conflict(&self, field: Field) -> bool {
