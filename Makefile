@@ -40,6 +40,11 @@ NRI_VERSION := $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\
 # size without it and the core faster (docs/PERFORMANCE.md, "The release
 # profile"). Every release build of the library goes through this.
 RELEASE_LIB = $(CARGO) rustc --release -p nri-capi --lib --crate-type staticlib
+# The Rust bench plugin is linked statically, as plugins ship
+# (plugins/deploy) and as the Go bench plugin is built (CGO_ENABLED=0), so
+# that the two stubs' footprints compare like with like rather than one
+# program against another plus the dynamic loader and shared libc.
+BENCH_PLUGIN = $(CARGO) rustc --release -p nri-test-tools --bin nri-bench-plugin -- -C target-feature=+crt-static
 
 LINT_PHONY := lint lint-rust lint-go lint-sh lint-docs lint-deny
 .PHONY: $(LINT_PHONY) fuzz fuzz-corpus provenance pkgconfig install test-install all build demo demo-go example test test-rust test-go test-c conformance upstream-check e2e e2e-containerd e2e-crio bench bench-run soak soak-run header check-header fmt clean
@@ -251,7 +256,8 @@ BENCH_DIR := $(CURDIR)/build/bench
 BENCH_FLAGS ?= -v
 bench:
 	$(RELEASE_LIB)
-	$(CARGO) build --release -p nri-test-tools --bin nri-bench-plugin --bin nri-bench-core
+	$(CARGO) build --release -p nri-test-tools --bin nri-bench-core
+	$(BENCH_PLUGIN)
 	$(MAKE) --no-print-directory pkgconfig bench-run NRI_LIB_DIR=$(TARGET_DIR)/release
 
 # The benchmark program links the release staticlib (NRI_LIB_DIR, set by bench).
@@ -275,7 +281,7 @@ bench-run:
 SOAK_FLAGS ?= -v
 soak:
 	$(RELEASE_LIB)
-	$(CARGO) build --release -p nri-test-tools --bin nri-bench-plugin
+	$(BENCH_PLUGIN)
 	$(MAKE) --no-print-directory pkgconfig soak-run NRI_LIB_DIR=$(TARGET_DIR)/release
 
 soak-run:
