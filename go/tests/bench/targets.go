@@ -76,7 +76,7 @@ const (
 	limitsHop       = "rust-protobuf decoding and freeing the request, malloc/free (~40 %), ttrpc-rust's buffers and tokio's wake-ups"
 	limitsPluginCPU = "the plugin's side of each hop is mostly the kernel's wake-ups and the Rust stub's own decode of " +
 		"the request, which a Go stub pays too"
-	limitsRSS = "VmRSS of the static plugin is mostly its own machine code (~1.7 of 2.3 MiB: the kernel faults in " +
+	limitsRSS = "VmRSS of the static plugin is mostly its own machine code (~1.7 of 2.2 MiB: the kernel faults in " +
 		"64 KiB around each page touched); private memory (RssAnon) is below the limit"
 	limitsSync = "the plugin decoding the state (tens of MiB, in series) dominates both implementations"
 )

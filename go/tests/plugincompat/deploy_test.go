@@ -119,7 +119,7 @@ func TestDeployDockerfile(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"ARG PLUGIN", `-p "nri-${PLUGIN}"`, "--locked --offline", "+crt-static",
+		"ARG PLUGIN", `-p "nri-${PLUGIN}"`, "--locked --offline", "+crt-static", "ARG LIBC=gnu", "unknown-linux-${LIBC}",
 		"plugins/deploy/vendor", "FROM scratch", "ENV NRI_PLUGIN_NAME=${PLUGIN}", `ENTRYPOINT ["/bin/plugin"]`,
 	} {
 		if !bytes.Contains(dockerfile, []byte(want)) {
