@@ -169,7 +169,7 @@ pub(crate) async fn create_container(
             (_, _, true) => None,
             (Some(as_read), _, false) => Some(as_read),
             // (Decoded: an encoded request has validators only with the
-            // container as read.)
+            // pod and the container as read.)
             (None, req, false) => {
                 let r = req.message()?;
                 Some(ValidateContainerAdjustmentRequest {
