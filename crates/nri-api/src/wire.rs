@@ -133,6 +133,37 @@ pub fn decode_fields<M: Message>(buf: &[u8], numbers: &[u32]) -> protobuf::Resul
     }
 }
 
+/// `buf` split after its leading entries of field `number`: every entry
+/// of that field, then the message's other fields. `None` if an entry of it
+/// comes after another field (then no prefix holds it all), or if `buf` is
+/// not well-formed ([`check`] it first). Protobuf merges a message from
+/// entries in any order, so the two parts, decoded or sent one after the
+/// other, make the same message as `buf`; the split lets a caller decode
+/// the rest and pass on the field's bytes as they are.
+pub fn split_leading(buf: &[u8], number: u32) -> Option<(&[u8], &[u8])> {
+    let mut r = Reader::over(buf);
+    let mut lead = 0;
+    loop {
+        let start = r.pos;
+        let (n, wire_type) = match r.tag() {
+            Ok(Some(tag)) => tag,
+            Ok(None) => return Some(buf.split_at(lead)),
+            Err(Refused) => return None,
+        };
+        if n == number && start != lead {
+            return None;
+        }
+        match wire_type {
+            WireType::StartGroup => skip_top_group(&mut r, 0),
+            other => r.skip(other),
+        }
+        .ok()?;
+        if n == number {
+            lead = r.pos;
+        }
+    }
+}
+
 /// What one pass over a message found of some fields: the last payload of
 /// each, and whether it was there more than once or in another wire type.
 struct Found<'a, const N: usize> {
@@ -1009,5 +1040,39 @@ mod tests {
         // Bytes that are not a message.
         assert!(decode_fields::<PodSandbox>(&[0x12, 0x05, 0x0a], &[2]).is_err());
         assert!(decode_fields::<PodSandbox>(&[0x12, 0x05, 0x0a], &[9]).is_err());
+    }
+
+    #[test]
+    fn split_leading_separates_a_leading_field_from_the_rest() {
+        let req = rich_request();
+        let bytes = req.write_to_bytes().unwrap();
+        let (pod, rest) = split_leading(&bytes, 1).unwrap();
+        assert_eq!(
+            PodSandbox::parse_from_bytes(only_field(pod, 1).unwrap()).unwrap(),
+            *req.pod
+        );
+        let without_pod = CreateContainerRequest {
+            pod: Default::default(),
+            ..req.clone()
+        };
+        assert_eq!(
+            CreateContainerRequest::parse_from_bytes(rest).unwrap(),
+            without_pod
+        );
+        // The field there twice, back to back: both entries lead.
+        let twice = [
+            pod.to_vec(),
+            pod.to_vec(),
+            without_pod.write_to_bytes().unwrap(),
+        ]
+        .concat();
+        assert_eq!(split_leading(&twice, 1).unwrap().0.len(), 2 * pod.len());
+        // Absent: an empty lead, all the rest.
+        assert_eq!(split_leading(rest, 1), Some((&[][..], rest)));
+        // Not leading, or after another field too: no split.
+        assert_eq!(split_leading(&[rest, pod].concat(), 1), None);
+        assert_eq!(split_leading(&[pod, rest, pod].concat(), 1), None);
+        // Bytes that are not a message.
+        assert_eq!(split_leading(&[0x0a, 0x05, 0x0a], 1), None);
     }
 }

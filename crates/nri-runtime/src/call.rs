@@ -145,6 +145,15 @@ impl Call for ValidateContainerAdjustmentRequest {
 pub(crate) enum Request<C> {
     Decoded(C),
     Encoded(Arc<[u8]>),
+    /// Decoded but for some leading fields, which stay as the runtime
+    /// encoded them (`kept`, none of them in `rest`): a CreateContainer
+    /// request's pod, which no plugin's adjustment changes, so that it is
+    /// neither decoded nor encoded again for each plugin after one adjusts
+    /// the container.
+    Partly {
+        kept: Arc<[u8]>,
+        rest: C,
+    },
 }
 
 impl<C: Call> Request<C> {
@@ -164,16 +173,36 @@ impl<C: Call> Request<C> {
         match self {
             Request::Decoded(m) => Ok(Cow::Borrowed(m)),
             Request::Encoded(bytes) => decode(bytes).map(Cow::Owned),
+            Request::Partly { kept, rest } => {
+                let mut m = rest.clone();
+                merge(&mut m, kept)?;
+                Ok(Cow::Owned(m))
+            }
         }
     }
 
-    /// The message, decoded in place if it came encoded.
+    /// The message, decoded in place if it came encoded, wholly or partly.
     pub(crate) fn decoded_mut(&mut self) -> Result<&mut C, Error> {
+        match self {
+            Request::Decoded(_) => {}
+            Request::Encoded(bytes) => *self = Request::Decoded(decode(bytes)?),
+            Request::Partly { kept, rest } => {
+                merge(rest, kept)?;
+                *self = Request::Decoded(std::mem::take(rest));
+            }
+        }
+        self.decoded_part_mut()
+    }
+
+    /// The decoded fields of the message, to be changed: all of them, but
+    /// for those a `Partly` request keeps encoded. An `Encoded` request is
+    /// decoded in place first.
+    pub(crate) fn decoded_part_mut(&mut self) -> Result<&mut C, Error> {
         if let Request::Encoded(bytes) = self {
             *self = Request::Decoded(decode(bytes)?);
         }
         match self {
-            Request::Decoded(m) => Ok(m),
+            Request::Decoded(m) | Request::Partly { rest: m, .. } => Ok(m),
             // Not reached: decoded just above.
             Request::Encoded(_) => Err(Error::InvalidMessage(format!("{} not decoded", C::NAME))),
         }
@@ -189,8 +218,17 @@ impl<C: Call> Request<C> {
 }
 
 fn decode<C: Call>(bytes: &[u8]) -> Result<C, Error> {
-    C::parse_from_bytes(bytes)
-        .map_err(|e| Error::InvalidMessage(format!("invalid {}: {e}", C::NAME)))
+    C::parse_from_bytes(bytes).map_err(invalid::<C>)
+}
+
+/// `kept` merged into `m`: the fields a `Partly` request kept encoded,
+/// which `m` does not hold, so the order of the two does not matter.
+fn merge<C: Call>(m: &mut C, kept: &[u8]) -> Result<(), Error> {
+    m.merge_from_bytes(kept).map_err(invalid::<C>)
+}
+
+fn invalid<C: Call>(e: protobuf::Error) -> Error {
+    Error::InvalidMessage(format!("invalid {}: {e}", C::NAME))
 }
 
 /// A request's encoding, made at most once and sent to each plugin for as
@@ -215,6 +253,17 @@ impl Encoding {
         let bytes: Arc<[u8]> = match req {
             Request::Decoded(m) => m.write_to_bytes()?.into(),
             Request::Encoded(bytes) => Arc::clone(bytes),
+            // The kept fields lead, as they came.
+            Request::Partly { kept, rest } => {
+                let size = rest.compute_size() as usize;
+                let mut bytes = Vec::with_capacity(kept.len() + size);
+                bytes.extend_from_slice(kept);
+                let mut os = protobuf::CodedOutputStream::vec(&mut bytes);
+                rest.write_to_with_cached_sizes(&mut os)?;
+                os.flush()?;
+                drop(os);
+                bytes.into()
+            }
         };
         self.0 = Some(Arc::clone(&bytes));
         Ok(bytes)

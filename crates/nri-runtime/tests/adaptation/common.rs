@@ -436,6 +436,8 @@ pub type Adjuster = Arc<
 #[derive(Clone, Default)]
 pub struct TestPlugin {
     pub log: Arc<Mutex<Vec<String>>>,
+    /// The pod of every CreateContainer, as the plugin got it.
+    pub pods: Arc<Mutex<Vec<api::PodSandbox>>>,
     pub adjust: Option<Adjuster>,
     pub synced: Arc<Mutex<Vec<(usize, usize)>>>,
     pub delay: Option<Duration>,
@@ -508,10 +510,11 @@ impl Plugin for TestPlugin {
 
     async fn create_container(
         &self,
-        _pod: &api::PodSandbox,
+        pod: &api::PodSandbox,
         ctr: &api::Container,
     ) -> HandlerResult<(ContainerAdjustment, Vec<ContainerUpdate>)> {
         self.note(format!("CreateContainer {}", ctr.id));
+        self.pods.lock().unwrap().push(pod.clone());
         self.pause().await;
         match &self.adjust {
             Some(f) => f(ctr),

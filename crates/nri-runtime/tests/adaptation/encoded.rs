@@ -60,21 +60,34 @@ fn chaining(name: &'static str) -> TestPlugin {
 
 /// Plugins after an adjusting one see the container as adjusted, whether
 /// the request's bytes are normalized (sent as they are until the first
-/// adjustment) or not (decoded from the start); and the merged reply is the
-/// decoded path's, byte for byte.
+/// adjustment) or not (decoded from the start), and the pod as it came
+/// (kept encoded, sent on with the adjusted container); and the merged
+/// reply is the decoded path's, byte for byte.
 #[tokio::test]
 async fn later_plugins_see_earlier_adjustments_of_an_encoded_request() {
     let h = Harness::start().await;
     h.nri.start().await.unwrap();
-    h.connect("a", "10", chaining("a"));
-    h.connect("b", "20", chaining("b"));
-    h.connect("c", "30", chaining("c"));
+    let plugins = [chaining("a"), chaining("b"), chaining("c")];
+    for (p, (name, idx)) in plugins.iter().zip([("a", "10"), ("b", "20"), ("c", "30")]) {
+        h.connect(name, idx, p.clone());
+    }
     h.wait_plugins(3).await;
-    for (i, req) in [normalized("p", "c1"), create_req("p", "c2")]
+    let mut rich = create_req("p", "c3");
+    let pod = rich.pod.mut_or_insert_default();
+    pod.labels.insert("app".into(), "web".into());
+    pod.annotations.insert("note".into(), "kept".into());
+    pod.ips = vec!["10.0.0.7".into()];
+    for (i, req) in [normalized("p", "c1"), create_req("p", "c2"), rich]
         .iter()
         .enumerate()
     {
+        for p in &plugins {
+            p.pods.lock().unwrap().clear();
+        }
         let rsp = create_encoded(&h, req).await;
+        for p in &plugins {
+            assert_eq!(*p.pods.lock().unwrap(), [(*req.pod).clone()], "request {i}");
+        }
         assert_eq!(annotation(&rsp, "saw-a"), Some("-"), "request {i}");
         assert_eq!(annotation(&rsp, "saw-b"), Some("a"), "request {i}");
         assert_eq!(annotation(&rsp, "saw-c"), Some("b"), "request {i}");
@@ -167,6 +180,33 @@ async fn malformed_requests_are_refused_before_plugins_see_them() {
         "{err}"
     );
     assert!(p.events().is_empty(), "{:?}", p.events());
+}
+
+/// With several plugins the pod stays encoded, passed on as it came; a pod
+/// that does not decode is still refused, with the error decoding the
+/// whole request gives, before any plugin sees it.
+#[tokio::test]
+async fn a_malformed_pod_is_refused_though_it_stays_encoded() {
+    let h = Harness::start().await;
+    h.nri.start().await.unwrap();
+    let plugins = [chaining("a"), chaining("b")];
+    h.connect("a", "10", plugins[0].clone());
+    h.connect("b", "20", plugins[1].clone());
+    h.wait_plugins(2).await;
+    let mut no_pod = normalized("p", "c1");
+    no_pod.pod.clear();
+    // Field 1 (the pod) holding a string that is not UTF-8, then a
+    // well-formed container.
+    let bad = [&[0x0a, 0x03, 0x0a, 0x01, 0xff][..], &wire_create(&no_pod)].concat();
+    let whole = api::CreateContainerRequest::parse_from_bytes(&bad).unwrap_err();
+    let err = h.nri.create_container_wire(bad).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("invalid CreateContainerRequest: {whole}")
+    );
+    for p in &plugins {
+        assert!(p.events().is_empty(), "{:?}", p.events());
+    }
 }
 
 /// The 13 lifecycle events of `lifecycle`, each handed over encoded where
