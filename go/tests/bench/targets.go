@@ -59,9 +59,10 @@ func fmtVal(v float64, unit string) string {
 // What limits the targets that a run misses, from the profiles in
 // PERFORMANCE.md's hand-written part ("What limits the targets").
 const (
-	limitsBoundary = "with more than one plugin, an external validator or the audit log, the core decodes the request (rust-protobuf: " +
-		"~160,000 instructions for the 7.5 KB request, frees included) and encodes the answer, work upstream does not have, " +
-		"besides the Go side's own marshalling"
+	limitsBoundary = "with more than one plugin, an external validator or the audit log, the core decodes the request's " +
+		"container (rust-protobuf: ~130,000 instructions, frees included; the pod stays encoded unless a validator, the " +
+		"audit log or a builtin plugin reads it) and encodes the answer, work upstream does not have, besides the Go " +
+		"side's own marshalling"
 	limitsOneHop = "the boundary: the event crosses from the Go caller's thread to the core's and back, two thread " +
 		"wake-ups upstream does not have, each ~15 µs of scheduling delay on these VMs (perf sched), while Go marshals the " +
 		"request and unmarshals the answer as upstream does; the core's own part is ~128,000 instructions (the request " +
@@ -73,7 +74,8 @@ const (
 		"below), where wazero compiles it; the core's own part is as for one ttrpc plugin"
 	limitsLarge = "the 3.3 MB reply is decoded by the core, merged, encoded again and decoded by go/adaptation: two more " +
 		"passes over it than upstream's single decode"
-	limitsHop       = "rust-protobuf decoding and freeing the request, malloc/free (~40 %), ttrpc-rust's buffers and tokio's wake-ups"
+	limitsHop = "rust-protobuf decoding, encoding again and freeing the container (the pod stays encoded), malloc/free " +
+		"(over a quarter), ttrpc-rust's buffers (one zero-filled per request) and tokio's wake-ups"
 	limitsPluginCPU = "the plugin's side of each hop is mostly the kernel's wake-ups and the Rust stub's own decode of " +
 		"the request, which a Go stub pays too"
 	limitsRSS = "VmRSS of the static plugin is mostly its own machine code (~1.7 of 2.2 MiB: the kernel faults in " +
