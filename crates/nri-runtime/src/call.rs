@@ -227,7 +227,8 @@ fn merge<C: Call>(m: &mut C, kept: &[u8]) -> Result<(), Error> {
     m.merge_from_bytes(kept).map_err(invalid::<C>)
 }
 
-fn invalid<C: Call>(e: protobuf::Error) -> Error {
+/// Decoding's error for a `C`, as every path that decodes one reports it.
+pub(crate) fn invalid<C: Call>(e: protobuf::Error) -> Error {
     Error::InvalidMessage(format!("invalid {}: {e}", C::NAME))
 }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::budget::EventBudget;
-use super::call::{Call, Encoding, Request};
+use super::call::{invalid, Call, Encoding, Request};
 use super::plugin::Plugin;
 use super::result::{CreateResult, StopResult, UpdateResult};
 use super::{Core, Error};
@@ -316,8 +316,6 @@ fn decoded(
     ),
     Error,
 > {
-    let invalid =
-        |e| Error::InvalidMessage(format!("invalid {}: {e}", CreateContainerRequest::NAME));
     let split = keep_pod
         .then(|| {
             nri_api::wire::split_leading(&bytes, nri_api::wire::field::CREATE_CONTAINER_REQUEST_POD)
@@ -328,12 +326,14 @@ fn decoded(
         .filter(|(pod, _)| nri_api::wire::check::<CreateContainerRequest>(pod).is_ok());
     let req = match split {
         Some((pod, rest)) => Request::Partly {
-            rest: CreateContainerRequest::parse_from_bytes(rest).map_err(invalid)?,
+            rest: CreateContainerRequest::parse_from_bytes(rest)
+                .map_err(invalid::<CreateContainerRequest>)?,
             kept: pod.into(),
         },
-        None => {
-            Request::Decoded(CreateContainerRequest::parse_from_bytes(&bytes).map_err(invalid)?)
-        }
+        None => Request::Decoded(
+            CreateContainerRequest::parse_from_bytes(&bytes)
+                .map_err(invalid::<CreateContainerRequest>)?,
+        ),
     };
     let normalized = match &req {
         Request::Decoded(r) | Request::Partly { rest: r, .. } => CreateResult::is_normalized(r),
