@@ -66,9 +66,34 @@ fn runtime_requests(bytes: &[u8]) {
         );
     }
     agrees::<CreateContainerRequest>(bytes);
+    pod_kept_encoded(bytes);
     agrees::<RunPodSandboxRequest>(bytes);
     agrees::<StartContainerRequest>(bytes);
     agrees::<UpdatePodSandboxRequest>(bytes);
+}
+
+/// A CreateContainer request with its pod kept encoded, as the core keeps
+/// it when several plugins take the event: the leading pods split off and
+/// checked, the rest decoded, the pods merged back in for a plugin that
+/// needs the message. That must be decoding the whole, or fail as it does.
+fn pod_kept_encoded(bytes: &[u8]) {
+    use nri_api::wire::{check, field::CREATE_CONTAINER_REQUEST_POD, split_leading};
+    let Some((pods, rest)) = split_leading(bytes, CREATE_CONTAINER_REQUEST_POD) else {
+        return;
+    };
+    if check::<CreateContainerRequest>(pods).is_err() {
+        return; // the core decodes the whole request then
+    }
+    let whole = CreateContainerRequest::parse_from_bytes(bytes);
+    let mut split = CreateContainerRequest::parse_from_bytes(rest);
+    if let Ok(m) = &mut split {
+        m.merge_from_bytes(pods).expect("checked pods merge");
+    }
+    match (whole, split) {
+        (Ok(w), Ok(s)) => assert!(w == s, "the pod kept encoded changes the request"),
+        (Err(w), Err(s)) => assert_eq!(w.to_string(), s.to_string()),
+        (w, s) => panic!("whole: {w:?}; pod kept encoded: {s:?}"),
+    }
 }
 
 /// Input: any bytes, parsed as every message a plugin may send and as the
