@@ -77,13 +77,12 @@ fn runtime_requests(bytes: &[u8]) {
 /// checked, the rest decoded, the pods merged back in for a plugin that
 /// needs the message. That must be decoding the whole, or fail as it does.
 fn pod_kept_encoded(bytes: &[u8]) {
-    use nri_api::wire::{check, field::CREATE_CONTAINER_REQUEST_POD, split_leading};
-    let Some((pods, rest)) = split_leading(bytes, CREATE_CONTAINER_REQUEST_POD) else {
-        return;
-    };
-    if check::<CreateContainerRequest>(pods).is_err() {
+    use nri_api::wire::{field::CREATE_CONTAINER_REQUEST_POD, split_leading};
+    let Some((pods, rest)) =
+        split_leading::<CreateContainerRequest>(bytes, CREATE_CONTAINER_REQUEST_POD)
+    else {
         return; // the core decodes the whole request then
-    }
+    };
     let whole = CreateContainerRequest::parse_from_bytes(bytes);
     let mut split = CreateContainerRequest::parse_from_bytes(rest);
     if let Ok(m) = &mut split {

@@ -133,14 +133,23 @@ pub fn decode_fields<M: Message>(buf: &[u8], numbers: &[u32]) -> protobuf::Resul
     }
 }
 
-/// `buf` split after its leading entries of field `number`: every entry
-/// of that field, then the message's other fields. `None` if an entry of it
-/// comes after another field (then no prefix holds it all), or if `buf` is
-/// not well-formed ([`check`] it first). Protobuf merges a message from
-/// entries in any order, so the two parts, decoded or sent one after the
-/// other, make the same message as `buf`; the split lets a caller decode
-/// the rest and pass on the field's bytes as they are.
-pub fn split_leading(buf: &[u8], number: u32) -> Option<(&[u8], &[u8])> {
+/// The encoded `M` in `buf` split after its leading entries of field
+/// `number`: every entry of that field, well-formed as [`check`] says, then
+/// the message's other fields, not checked (decoding them does). `None` if
+/// an entry of the field comes after another field (then no prefix holds it
+/// all), or if the leading part is not well-formed. Protobuf merges a
+/// message from entries in any order, so the two parts, decoded or sent one
+/// after the other, make the same message as `buf`, or fail to decode as it
+/// does; the split lets a caller decode the rest and pass on the field's
+/// bytes as they are.
+pub fn split_leading<M: MessageFull>(buf: &[u8], number: u32) -> Option<(&[u8], &[u8])> {
+    let (lead, rest) = leading_entries(buf, number)?;
+    check::<M>(lead).ok()?;
+    Some((lead, rest))
+}
+
+/// [`split_leading`]'s split, the leading part not checked.
+fn leading_entries(buf: &[u8], number: u32) -> Option<(&[u8], &[u8])> {
     let mut r = Reader::over(buf);
     let mut lead = 0;
     loop {
@@ -805,13 +814,10 @@ mod tests {
     /// needs the message) merge the pods back in. The same message, or the
     /// same error. Returns whether the split was taken.
     fn split_agrees(bytes: &[u8]) -> bool {
-        let Some((lead, rest)) = split_leading(bytes, 1) else {
-            return false;
-        };
-        if check::<CreateContainerRequest>(lead).is_err() {
+        let Some((lead, rest)) = split_leading::<CreateContainerRequest>(bytes, 1) else {
             // The runtime decodes the whole then.
             return false;
-        }
+        };
         let whole = CreateContainerRequest::parse_from_bytes(bytes);
         let mut parts = CreateContainerRequest::parse_from_bytes(rest);
         if let Ok(m) = &mut parts {
@@ -1073,7 +1079,7 @@ mod tests {
     fn split_leading_separates_a_leading_field_from_the_rest() {
         let req = rich_request();
         let bytes = req.write_to_bytes().unwrap();
-        let (pod, rest) = split_leading(&bytes, 1).unwrap();
+        let (pod, rest) = split_leading::<CreateContainerRequest>(&bytes, 1).unwrap();
         assert_eq!(
             PodSandbox::parse_from_bytes(only_field(pod, 1).unwrap()).unwrap(),
             *req.pod
@@ -1093,13 +1099,36 @@ mod tests {
             without_pod.write_to_bytes().unwrap(),
         ]
         .concat();
-        assert_eq!(split_leading(&twice, 1).unwrap().0.len(), 2 * pod.len());
+        assert_eq!(
+            split_leading::<CreateContainerRequest>(&twice, 1)
+                .unwrap()
+                .0
+                .len(),
+            2 * pod.len()
+        );
         // Absent: an empty lead, all the rest.
-        assert_eq!(split_leading(rest, 1), Some((&[][..], rest)));
+        assert_eq!(
+            split_leading::<CreateContainerRequest>(rest, 1),
+            Some((&[][..], rest))
+        );
         // Not leading, or after another field too: no split.
-        assert_eq!(split_leading(&[rest, pod].concat(), 1), None);
-        assert_eq!(split_leading(&[pod, rest, pod].concat(), 1), None);
+        assert_eq!(
+            split_leading::<CreateContainerRequest>(&[rest, pod].concat(), 1),
+            None
+        );
+        assert_eq!(
+            split_leading::<CreateContainerRequest>(&[pod, rest, pod].concat(), 1),
+            None
+        );
         // Bytes that are not a message.
-        assert_eq!(split_leading(&[0x0a, 0x05, 0x0a], 1), None);
+        assert_eq!(
+            split_leading::<CreateContainerRequest>(&[0x0a, 0x05, 0x0a], 1),
+            None
+        );
+        // A leading pod that does not decode (a name that is not UTF-8),
+        // though the entries are whole: no split.
+        let bad_pod = [&[0x0a, 0x03, 0x12, 0x01, 0xff][..], rest].concat();
+        assert_eq!(leading_entries(&bad_pod, 1).unwrap().0.len(), 5);
+        assert_eq!(split_leading::<CreateContainerRequest>(&bad_pod, 1), None);
     }
 }

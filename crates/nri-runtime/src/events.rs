@@ -316,14 +316,16 @@ fn decoded(
     ),
     Error,
 > {
+    // A pod that does not decode is not split off: decoding the whole
+    // request says why.
     let split = keep_pod
         .then(|| {
-            nri_api::wire::split_leading(&bytes, nri_api::wire::field::CREATE_CONTAINER_REQUEST_POD)
+            nri_api::wire::split_leading::<CreateContainerRequest>(
+                &bytes,
+                nri_api::wire::field::CREATE_CONTAINER_REQUEST_POD,
+            )
         })
-        .flatten()
-        // The pod must decode as it would within the whole request; if it
-        // does not, decoding the whole says why.
-        .filter(|(pod, _)| nri_api::wire::check::<CreateContainerRequest>(pod).is_ok());
+        .flatten();
     let req = match split {
         Some((pod, rest)) => Request::Partly {
             rest: CreateContainerRequest::parse_from_bytes(rest)
