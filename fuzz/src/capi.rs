@@ -1,8 +1,9 @@
 //! The C ABI entries that take bytes (`include/nri.h`), called through
 //! their Rust `extern "C"` functions as a C runtime calls them: every
 //! event with fuzzer bytes as its request while a builtin plugin answers
-//! with fuzzer bytes; the sync callback's `nri_sync_cb_call` and the
-//! callbacks' `nri_reply_set_data`; the spec generator's four functions;
+//! with fuzzer bytes; the sync callback's `nri_sync_cb_call`, or its
+//! `nri_sync_cb_stream` with fuzzer sizes and an encoder writing fuzzer
+//! bytes or well-framed objects; the callbacks' `nri_reply_set_data`; the spec generator's four functions;
 //! the default validator's configuration string. NULL and length
 //! combinations come from the input too (NULL with a length, a dangling
 //! pointer with length 0, NULL outputs).
@@ -28,6 +29,18 @@ struct Script {
     reply_mode: u8,
     state: Vec<u8>,
     state_null: bool,
+    /// Synchronize through `nri_sync_cb_stream`, with these sizes.
+    stream: Option<Streamed>,
+}
+
+/// A state for `nri_sync_cb_stream`: sizes, and what the encoder writes.
+struct Streamed {
+    pod_sizes: Vec<usize>,
+    container_sizes: Vec<usize>,
+    /// Each object as a field of its size (its bytes from `bytes`),
+    /// rather than `bytes` over and over.
+    framed: bool,
+    bytes: Vec<u8>,
 }
 
 static SCRIPT: Mutex<Script> = Mutex::new(Script {
@@ -35,6 +48,7 @@ static SCRIPT: Mutex<Script> = Mutex::new(Script {
     reply_mode: 3,
     state: Vec::new(),
     state_null: false,
+    stream: None,
 });
 
 fn script() -> std::sync::MutexGuard<'static, Script> {
@@ -82,28 +96,91 @@ unsafe extern "C" fn builtin(
 }
 
 unsafe extern "C" fn sync(_: *mut c_void, cb: *mut nri_sync_cb, reply: *mut nri_reply) {
-    let (state, null_it) = {
+    let (state, null_it, sizes) = {
         let s = script();
-        (s.state.clone(), s.state_null)
+        let sizes = s
+            .stream
+            .as_ref()
+            .map(|st| (st.pod_sizes.clone(), st.container_sizes.clone()));
+        (s.state.clone(), s.state_null, sizes)
     };
     let mut updates = nri_buffer {
         data: null_mut(),
         len: 0,
     };
     let mut err = null_mut();
-    let st = unsafe {
-        nri_sync_cb_call(
-            cb,
-            ptr_of(&state, null_it),
-            state.len(),
-            &mut updates,
-            &mut err,
-        )
+    let st = match &sizes {
+        Some((pods, ctrs)) => unsafe {
+            nri_sync_cb_stream(
+                cb,
+                pods.as_ptr(),
+                pods.len(),
+                ctrs.as_ptr(),
+                ctrs.len(),
+                Some(encode),
+                null_mut(),
+                &mut updates,
+                &mut err,
+            )
+        },
+        None => unsafe {
+            nri_sync_cb_call(
+                cb,
+                ptr_of(&state, null_it),
+                state.len(),
+                &mut updates,
+                &mut err,
+            )
+        },
     };
     check_outcome(st, updates.data.is_null(), err);
     unsafe { nri_buffer_free(&mut updates) };
     if st != nri_status::Ok {
         unsafe { nri_reply_set_error(reply, c"sync failed".as_ptr()) };
+    }
+}
+
+/// The stream's encoder: the script's bytes, framed as its objects or not.
+unsafe extern "C" fn encode(
+    _: *mut c_void,
+    pods_from: usize,
+    pods_to: usize,
+    containers_from: usize,
+    containers_to: usize,
+    out: *mut u8,
+    len: usize,
+    reply: *mut nri_reply,
+) {
+    let s = script();
+    let st = s.stream.as_ref().expect("a streamed sync");
+    assert!(pods_from <= pods_to && pods_to <= st.pod_sizes.len(), "pods out of range");
+    assert!(
+        containers_from <= containers_to && containers_to <= st.container_sizes.len(),
+        "containers out of range"
+    );
+    let mut fill = st.bytes.iter().copied().chain(std::iter::repeat(0)).cycle();
+    let mut bytes = Vec::with_capacity(len);
+    if st.framed {
+        let objects = (pods_from..pods_to)
+            .map(|i| (1u8, st.pod_sizes[i]))
+            .chain((containers_from..containers_to).map(|i| (2, st.container_sizes[i])));
+        for (field, size) in objects {
+            bytes.push(field << 3 | 2);
+            let mut n = size;
+            while n >= 0x80 {
+                bytes.push(n as u8 | 0x80);
+                n >>= 7;
+            }
+            bytes.push(n as u8);
+            bytes.extend(fill.by_ref().take(size));
+        }
+        assert_eq!(bytes.len(), len, "the sizes' length is not the objects'");
+    } else {
+        bytes.extend(fill.take(len));
+    }
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), out, len) };
+    if s.reply_mode % 4 == 1 {
+        unsafe { nri_reply_set_error(reply, c"encoder says no".as_ptr()) };
     }
 }
 
@@ -200,6 +277,7 @@ fn shared() -> *const nri_adaptation {
             reply_mode: 3,
             state: Vec::new(),
             state_null: false,
+            stream: None,
         };
         let a = new_adaptation(dir.path());
         assert_eq!(
@@ -265,6 +343,13 @@ impl Flags {
     }
     fn lossy(&self) -> bool {
         self.0 & 32 != 0
+    }
+    /// Sync cases: through `nri_sync_cb_stream`, its objects well framed.
+    fn stream(&self) -> bool {
+        self.0 & 128 != 0
+    }
+    fn framed(&self) -> bool {
+        self.0 & 64 != 0
     }
 }
 
@@ -350,8 +435,10 @@ fn event(call: &Call, req: &[u8], reply: &[u8], flags: &Flags) {
 }
 
 /// A fresh adaptation whose start synchronizes the builtin plugin with
-/// `state` (the sync callback passes it to `nri_sync_cb_call`), the
-/// plugin answering with `reply`.
+/// `state` (the sync callback passes it to `nri_sync_cb_call`; or, with
+/// `stream`, it holds a count of pods and of containers, a u16 size for
+/// each, and the bytes the encoder writes), the plugin answering with
+/// `reply`.
 fn sync_state(state: &[u8], reply: &[u8], flags: &Flags) {
     // One adaptation at a time: the script is process-wide.
     static ONE: Mutex<()> = Mutex::new(());
@@ -363,6 +450,7 @@ fn sync_state(state: &[u8], reply: &[u8], flags: &Flags) {
         s.reply_mode = flags.reply_mode();
         s.state = state.to_vec();
         s.state_null = flags.null_input() && !state.is_empty();
+        s.stream = flags.stream().then(|| streamed(state, flags.framed()));
     }
     let a = new_adaptation(dir.path());
     let mut err = null_mut();
@@ -371,6 +459,23 @@ fn sync_state(state: &[u8], reply: &[u8], flags: &Flags) {
     unsafe {
         nri_adaptation_stop(a, null_mut());
         nri_adaptation_free(a);
+    }
+}
+
+fn streamed(input: &[u8], framed: bool) -> Streamed {
+    let (counts, rest) = input.split_at(input.len().min(2));
+    let count = |i: usize| counts.get(i).map_or(0, |&n| n as usize % 6);
+    let (pods, ctrs) = (count(0), count(1));
+    let (sizes, bytes) = rest.split_at(rest.len().min(2 * (pods + ctrs)));
+    let mut sizes = sizes
+        .chunks(2)
+        .map(|b| u16::from_le_bytes([b[0], *b.get(1).unwrap_or(&0)]) as usize)
+        .chain(std::iter::repeat(0));
+    Streamed {
+        pod_sizes: sizes.by_ref().take(pods).collect(),
+        container_sizes: sizes.take(ctrs).collect(),
+        framed,
+        bytes: bytes.to_vec(),
     }
 }
 

@@ -362,6 +362,15 @@ fn capi() -> Vec<Vec<u8>> {
             &[4, 0, 0, 0, 15, 0, 0, 0, 0xff, 0xff, 0xff, 0xff],
             b"",
         ),
+        // nri_sync_cb_stream: 2 pods and 3 containers of these sizes,
+        // well framed, then the same sizes with bytes that are not.
+        capi_input(
+            13,
+            128 | 64,
+            &[2, 3, 6, 0, 0, 0, 200, 0, 2, 0, 9, 0, 0x0a, 0x02, b'p', b'0'],
+            &sync_rsp,
+        ),
+        capi_input(13, 128, &[1, 1, 10, 0, 20, 0, 0xff, 0x0a, 0x7f], b""),
     ]
 }
 

@@ -8,6 +8,7 @@ package adaptation
 #include <stdint.h>
 #include <stdlib.h>
 #include "nri.h"
+#include "shims.h"
 */
 import "C"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/containerd/nri/pkg/adaptation/builtin"
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/log"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -45,30 +47,104 @@ func nriGoSync(h C.uintptr_t, cb *C.nri_sync_cb, reply *C.nri_reply) {
 	defer recoverInto(reply, "SyncFn")
 	r := cgo.Handle(h).Value().(*runtimeCallbacks)
 	syncCB := func(_ context.Context, pods []*PodSandbox, containers []*Container) ([]*ContainerUpdate, error) {
-		state, err := marshal(&api.SynchronizeRequest{Pods: pods, Containers: containers})
-		defer releaseBuffer(state)
-		if err != nil {
-			return nil, err
-		}
-		p, n := bytesArg(*state)
-		var (
-			buf  C.nri_buffer
-			cerr *C.nri_error
-		)
-		raceIOSync()
-		defer raceIOSync()
-		if err := takeError(C.nri_sync_cb_call(cb, p, n, &buf, &cerr), cerr); err != nil {
-			return nil, err
-		}
-		rsp := &api.SynchronizeResponse{}
-		if err := takeMessage(&buf, rsp); err != nil {
-			return nil, err
-		}
-		return rsp.Update, nil
+		return syncStream(cb, pods, containers)
 	}
 	if err := r.syncFn(context.Background(), syncCB); err != nil {
 		replyError(reply, err.Error())
 	}
+}
+
+// syncState is the runtime's state while the core synchronizes plugins
+// with it: each object's encoded size, given up front, and the objects,
+// encoded a message at a time into the core's buffer as the core asks for
+// them (nriGoSyncEncode), so that the whole state never exists encoded.
+type syncState struct {
+	pods       []*PodSandbox
+	containers []*Container
+	podSizes   []C.size_t
+	ctrSizes   []C.size_t
+}
+
+func syncStream(cb *C.nri_sync_cb, pods []*PodSandbox, containers []*Container) ([]*ContainerUpdate, error) {
+	s := &syncState{pods: pods, containers: containers,
+		podSizes: make([]C.size_t, len(pods)), ctrSizes: make([]C.size_t, len(containers))}
+	// proto.Size caches each message's size in it, which encoding reuses
+	// (syncEncoding): the runtime holds its lock over its SyncCB, so the
+	// objects do not change in between, as with upstream's own marshalling.
+	for i, p := range pods {
+		s.podSizes[i] = C.size_t(proto.Size(p))
+	}
+	for i, c := range containers {
+		s.ctrSizes[i] = C.size_t(proto.Size(c))
+	}
+	h := cgo.NewHandle(s)
+	defer h.Delete()
+	var (
+		buf  C.nri_buffer
+		cerr *C.nri_error
+	)
+	raceIOSync()
+	defer raceIOSync()
+	st := C.nri_go_sync_stream(cb, sizesArg(s.podSizes), C.size_t(len(pods)),
+		sizesArg(s.ctrSizes), C.size_t(len(containers)), C.uintptr_t(h), &buf, &cerr)
+	if err := takeError(st, cerr); err != nil {
+		return nil, err
+	}
+	rsp := &api.SynchronizeResponse{}
+	if err := takeMessage(&buf, rsp); err != nil {
+		return nil, err
+	}
+	return rsp.Update, nil
+}
+
+// sizesArg is the pointer C gets for a Go slice of sizes lent for one call.
+func sizesArg(sizes []C.size_t) *C.size_t {
+	if len(sizes) == 0 {
+		return nil
+	}
+	return &sizes[0]
+}
+
+// syncEncoding encodes with the sizes syncStream had cached.
+var syncEncoding = proto.MarshalOptions{UseCachedSize: true}
+
+// nriGoSyncEncode writes the objects of one message to the core's n bytes
+// at out.
+//
+//export nriGoSyncEncode
+func nriGoSyncEncode(h C.uintptr_t, podsFrom, podsTo, ctrsFrom, ctrsTo C.size_t, out *C.uint8_t, n C.size_t, reply *C.nri_reply) {
+	defer recoverInto(reply, "SyncCB")
+	s := cgo.Handle(h).Value().(*syncState)
+	// Appending within the capacity writes to the core's buffer; an
+	// encoding longer than the sizes said would move to Go memory, and is
+	// refused below.
+	b := unsafe.Slice((*byte)(unsafe.Pointer(out)), int(n))[:0]
+	var err error
+	for i := podsFrom; i < podsTo && err == nil; i++ {
+		b, err = appendField(b, syncPodsField, s.podSizes[i], s.pods[i])
+	}
+	for i := ctrsFrom; i < ctrsTo && err == nil; i++ {
+		b, err = appendField(b, syncContainersField, s.ctrSizes[i], s.containers[i])
+	}
+	if err == nil && len(b) != int(n) {
+		err = fmt.Errorf("%d bytes, not the %d of the sizes given", len(b), n)
+	}
+	if err != nil {
+		replyError(reply, fmt.Sprintf("cannot encode the runtime's state: %v", err))
+	}
+}
+
+// The SynchronizeRequest fields an object of the state is sent in.
+const (
+	syncPodsField       protowire.Number = 1
+	syncContainersField protowire.Number = 2
+)
+
+// appendField appends m, whose encoding is size bytes, as field f.
+func appendField(b []byte, f protowire.Number, size C.size_t, m proto.Message) ([]byte, error) {
+	b = protowire.AppendTag(b, f, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(size))
+	return syncEncoding.MarshalAppend(b, m)
 }
 
 //export nriGoUpdate

@@ -143,10 +143,10 @@ func bytesArg(b []byte) (*C.uint8_t, C.size_t) {
 // fresh buffer per event was most of the bytes the boundary allocated.
 // Lending a pooled buffer to C is safe because the core never keeps it:
 // every export that takes request bytes is done with them when it returns.
-// It decodes them (crates/nri-capi/src/buffer.rs decode_raw), copies them
-// (nri_reply_set_data), or, for nri_sync_cb_call, sends the chunks built
-// from them before returning. Buffers that grew past maxPooledBuffer (a large
-// Synchronize state) are left to the GC rather than kept alive by the pool.
+// It decodes them (crates/nri-capi/src/buffer.rs decode_raw) or copies them
+// (nri_reply_set_data) before returning. Buffers that grew past
+// maxPooledBuffer (a large request) are left to the GC rather than kept
+// alive by the pool.
 const maxPooledBuffer = 256 << 10
 
 var bufferPool = sync.Pool{New: func() any { return new([]byte) }}

@@ -28,6 +28,21 @@ static void nri_go_sync(void *ud, nri_sync_cb *cb, nri_reply *reply) {
 	nriGoSync(handle_of(ud), cb, reply);
 }
 
+/* The encoder's user data is the handle itself: it lives only for the
+ * nri_sync_cb_stream call it is given to. */
+static void nri_go_sync_encode(void *ud, size_t pods_from, size_t pods_to,
+                               size_t containers_from, size_t containers_to,
+                               uint8_t *out, size_t len, nri_reply *reply) {
+	nriGoSyncEncode((uintptr_t)ud, pods_from, pods_to, containers_from, containers_to, out, len, reply);
+}
+
+nri_status nri_go_sync_stream(nri_sync_cb *cb, const size_t *pod_sizes, size_t pods,
+                              const size_t *container_sizes, size_t containers, uintptr_t h,
+                              nri_buffer *updates, nri_error **err) {
+	return nri_sync_cb_stream(cb, pod_sizes, pods, container_sizes, containers,
+	                          nri_go_sync_encode, (void *)h, updates, err);
+}
+
 static void nri_go_update(void *ud, const uint8_t *req, size_t len, nri_reply *reply) {
 	nriGoUpdate(handle_of(ud), (uint8_t *)req, len, reply);
 }

@@ -358,9 +358,11 @@ nri_adaptation *new_adaptation(runtime *rt, nri_options *opts)
 
 static atomic_uint next_seq;
 
-static void recorder_reply(recorder *r, nri_builtin_op op, nri_reply *reply)
+static void recorder_reply(recorder *r, nri_builtin_op op, const uint8_t *req, size_t len,
+                           nri_reply *reply)
 {
     pb rsp = { 0 }, upd = { 0 };
+    pb_field more;
     if (r->update_ctr)
         msg_cpu_update(&upd, r->update_ctr, r->update_shares);
     switch (op) {
@@ -371,6 +373,15 @@ static void recorder_reply(recorder *r, nri_builtin_op op, nri_reply *reply)
             pb_message(&rsp, F_CREATE_RSP_UPDATE, &upd);
         break;
     case NRI_BUILTIN_OP_SYNCHRONIZE:
+        /* A message of a split sync is answered as a stub does: `more`
+         * echoed, no updates until the last. */
+        if (pb_get(req, len, F_SYNC_MORE, 0, &more) && more.varint) {
+            pb_varint(&rsp, F_SYNC_RSP_MORE, 1);
+            break;
+        }
+        if (r->update_ctr)
+            pb_message(&rsp, F_UPDATE_RSP_UPDATE, &upd);
+        break;
     case NRI_BUILTIN_OP_UPDATE_CONTAINER:
     case NRI_BUILTIN_OP_STOP_CONTAINER:
         /* SynchronizeResponse, UpdateContainerResponse and
@@ -414,7 +425,7 @@ static void recorder_handle(void *user_data, nri_builtin_op op, const uint8_t *r
     else if (op == r->garbage_op)
         TH_CHECK(nri_reply_set_data(reply, garbage, sizeof garbage) == NRI_STATUS_OK);
     else
-        recorder_reply(r, op, reply);
+        recorder_reply(r, op, req, len, reply);
 }
 
 static void recorder_free(void *user_data)

@@ -27,7 +27,8 @@ enum {
     /* ContainerUpdate, LinuxContainerUpdate */
     F_CU_CONTAINER_ID = 1, F_CU_LINUX = 2, F_LCU_RESOURCES = 1,
     /* SynchronizeRequest / SynchronizeResponse / Update(s)ContainersRequest */
-    F_SYNC_PODS = 1, F_SYNC_CONTAINERS = 2, F_SYNC_RSP_UPDATE = 1,
+    F_SYNC_PODS = 1, F_SYNC_CONTAINERS = 2, F_SYNC_MORE = 3, F_SYNC_RSP_UPDATE = 1,
+    F_SYNC_RSP_MORE = 2,
     F_UPDATES_REQ_UPDATE = 1, F_UPDATES_RSP_FAILED = 1,
     /* ConfigureRequest / ConfigureResponse */
     F_CONF_CONFIG = 1, F_CONF_RUNTIME_NAME = 2, F_CONF_RUNTIME_VERSION = 3,

@@ -238,11 +238,21 @@ static void errors_and_buffers_accept_null(void **state)
 
 typedef struct inside {
     nri_status null_updates, null_state, garbage_state, truncated_state, empty_state;
+    nri_status stream_null_sizes, stream_null_encode, stream_huge_size, stream_empty;
+    char stream_msgs[3][128];
     nri_status reply_null_data, reply_null_message, reply_bad_utf8, reply_null_reply_data,
         reply_null_reply_error;
     char null_updates_msg[128];
     int calls;
 } inside;
+
+static void never_encode(void *ud, size_t pf, size_t pt, size_t cf, size_t ct, uint8_t *out,
+                         size_t len, nri_reply *reply)
+{
+    (void)ud, (void)out, (void)reply;
+    /* Only the empty state gets this far: no objects to encode. */
+    TH_CHECK(pf == 0 && pt == 0 && cf == 0 && ct == 0 && len == 0);
+}
 
 static void bad_sync(void *ud, nri_sync_cb *cb, nri_reply *reply)
 {
@@ -259,6 +269,22 @@ static void bad_sync(void *ud, nri_sync_cb *cb, nri_reply *reply)
     TH_CHECK(out.data == NULL && out.len == 0);
     /* (NULL, 0) is an empty runtime: no pods, no containers. */
     s->empty_state = nri_sync_cb_call(cb, NULL, 0, &out, NULL);
+    nri_buffer_free(&out);
+
+    size_t sizes[2] = { 10, (size_t)1 << 40 };
+    s->stream_null_sizes = nri_sync_cb_stream(cb, NULL, 1, NULL, 0, never_encode, s, &out, &err);
+    snprintf(s->stream_msgs[0], sizeof s->stream_msgs[0], "%s", nri_error_message(err));
+    nri_error_free(err);
+    s->stream_null_encode = nri_sync_cb_stream(cb, sizes, 1, NULL, 0, NULL, s, &out, &err);
+    snprintf(s->stream_msgs[1], sizeof s->stream_msgs[1], "%s", nri_error_message(err));
+    nri_error_free(err);
+    s->stream_huge_size = nri_sync_cb_stream(cb, NULL, 0, sizes, 2, never_encode, s, &out, &err);
+    snprintf(s->stream_msgs[2], sizeof s->stream_msgs[2], "%s", nri_error_message(err));
+    nri_error_free(err);
+    err = NULL;
+    TH_CHECK(out.data == NULL && out.len == 0);
+    /* No objects: one empty message, which needs no encoding. */
+    s->stream_empty = nri_sync_cb_stream(cb, NULL, 0, NULL, 0, never_encode, s, &out, NULL);
     nri_buffer_free(&out);
 
     s->reply_null_data = nri_reply_set_data(reply, NULL, 4);
@@ -295,6 +321,14 @@ static void callbacks_get_refusals_too(void **state)
     assert_int_equal(s.garbage_state, NRI_STATUS_INVALID_MESSAGE);
     assert_int_equal(s.truncated_state, NRI_STATUS_INVALID_MESSAGE);
     assert_int_equal(s.empty_state, NRI_STATUS_OK);
+    assert_int_equal(s.stream_null_sizes, NRI_STATUS_INVALID_ARGUMENT);
+    assert_string_equal(s.stream_msgs[0], "pod_sizes is NULL but its length is 1");
+    assert_int_equal(s.stream_null_encode, NRI_STATUS_INVALID_ARGUMENT);
+    assert_string_equal(s.stream_msgs[1], "encode is NULL");
+    assert_int_equal(s.stream_huge_size, NRI_STATUS_INVALID_ARGUMENT);
+    assert_string_equal(s.stream_msgs[2],
+                        "container_sizes[1] is 1099511627776: no encoded object is that large");
+    assert_int_equal(s.stream_empty, NRI_STATUS_OK);
     assert_int_equal(s.reply_null_data, NRI_STATUS_INVALID_ARGUMENT);
     assert_int_equal(s.reply_null_message, NRI_STATUS_INVALID_ARGUMENT);
     assert_int_equal(s.reply_bad_utf8, NRI_STATUS_INVALID_ARGUMENT);
@@ -305,6 +339,8 @@ static void callbacks_get_refusals_too(void **state)
     nri_buffer out = { 0 };
     assert_fails(nri_sync_cb_call(NULL, NULL, 0, &out, &err), &err, NRI_STATUS_INVALID_ARGUMENT,
                  "cb is NULL");
+    assert_fails(nri_sync_cb_stream(NULL, NULL, 0, NULL, 0, never_encode, NULL, &out, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "cb is NULL");
     tmp_remove(&d);
 }
 

@@ -352,6 +352,27 @@ typedef struct nri_buffer {
 } nri_buffer;
 
 /**
+ * Encodes part of the runtime's state for [`nri_sync_cb_stream`]: pods
+ * `pods_from` up to (not including) `pods_to` and containers
+ * `containers_from` up to `containers_to`, of the lists whose sizes were
+ * given, written to `out` as the encoded `SynchronizeRequest` holding just
+ * those (fields `pods`, then `containers`, each object at exactly its
+ * given size; no `more`), which takes exactly the `len` bytes `out` has.
+ * An error set on `reply` with `nri_reply_set_error` fails the sync with
+ * that message; so do bytes that do not hold those objects at those
+ * sizes. Called on the thread that called `nri_sync_cb_stream`, before it
+ * returns, once for each message each plugin is sent.
+ */
+typedef void (*nri_sync_encode_fn)(void *user_data,
+                                   size_t pods_from,
+                                   size_t pods_to,
+                                   size_t containers_from,
+                                   size_t containers_to,
+                                   uint8_t *out,
+                                   size_t len,
+                                   struct nri_reply *reply);
+
+/**
  * Receives one log record: `target` is the Rust module that logged it,
  * `message` the text. Both are valid only during the call. Called from any
  * thread, concurrently; must not call the library.
@@ -722,6 +743,31 @@ nri_status nri_sync_cb_call(struct nri_sync_cb *cb,
                             size_t len,
                             struct nri_buffer *updates,
                             struct nri_error **err);
+
+/**
+ * As [`nri_sync_cb_call`], but the state is encoded a message at a time,
+ * so that it never exists encoded all at once: `pod_sizes` (`pods` of
+ * them) and `container_sizes` (`containers`) are the encoded size of each
+ * pod and container, in order, from which the messages are planned as
+ * `nri_sync_cb_call` plans them; `encode` is called with `user_data` for
+ * each message's objects (see [`nri_sync_encode_fn`]). Each message is
+ * encoded while the plugin reads the one before.
+ *
+ * # Safety
+ * `cb` is the value handed to the running sync callback; `pod_sizes` is
+ * valid for `pods` elements and `container_sizes` for `containers` (or
+ * the count is 0), unchanged until this returns; `updates` is writable;
+ * `err` is NULL or writable.
+ */
+nri_status nri_sync_cb_stream(struct nri_sync_cb *cb,
+                              const size_t *pod_sizes,
+                              size_t pods,
+                              const size_t *container_sizes,
+                              size_t containers,
+                              nri_sync_encode_fn encode,
+                              void *user_data,
+                              struct nri_buffer *updates,
+                              struct nri_error **err);
 
 /**
  * Creates a cancellation signal, not yet triggered; `*out` receives it,

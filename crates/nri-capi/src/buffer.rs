@@ -67,18 +67,9 @@ pub(crate) unsafe fn bytes<'a>(
     ptr: *const u8,
     len: usize,
 ) -> Result<&'a [u8], Failure> {
-    if len == 0 {
-        return Ok(&[]);
-    }
-    if ptr.is_null() {
-        return Err(Failure::invalid(format!(
-            "{what} is NULL but its length is {len}"
-        )));
-    }
-    // SAFETY: this function's contract: `ptr` (not NULL, checked above) is
-    // valid for reads of `len` bytes for 'a, so within one allocation and
-    // at most isize::MAX bytes; u8 needs no alignment.
-    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+    // SAFETY: this function's contract, which is slice_arg's for u8 (which
+    // needs no alignment).
+    unsafe { super::ptr::slice_arg(what, ptr, len) }
 }
 
 /// Decodes `bytes` as the message `M`.

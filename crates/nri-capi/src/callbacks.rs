@@ -15,11 +15,11 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use protobuf::Message;
 
-use super::buffer::{bytes, decode, encode, nri_buffer, str_arg};
+use super::buffer::{bytes, decode, encode as encode_message, nri_buffer, str_arg};
 use super::error::{boundary, nri_error, nri_status, Failure};
-use super::ptr::{arg_mut, arg_ref, OutSlot};
+use super::ptr::{arg_mut, arg_ref, slice_arg, OutSlot};
 use nri_api::*;
-use nri_runtime::{BoxError, EncodedState, SyncCb, SyncFn, UpdateFn};
+use nri_runtime::{BoxError, EncodedState, StateSource, SyncCb, SyncFn, UpdateFn};
 
 /// A finalizer for callback user data.
 pub type nri_free_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
@@ -203,11 +203,177 @@ pub unsafe extern "C" fn nri_sync_cb_call(
                 format!("invalid {}: {e}", SynchronizeRequest::NAME),
             )
         })?;
-        let mut rsp = SynchronizeResponse::new();
-        rsp.update = cb.handle.block_on(cb.cb.call_encoded(&state))?;
-        updates.write(encode(&rsp)?);
-        Ok(())
+        synchronize(cb, updates, &state)
     })
+}
+
+/// Synchronizes the plugin(s) of `cb` with `state` and writes their
+/// updates, as an encoded `SynchronizeResponse`, to `updates`.
+fn synchronize(
+    cb: &nri_sync_cb,
+    updates: OutSlot<'_, nri_buffer>,
+    state: &dyn StateSource,
+) -> Result<(), Failure> {
+    let mut rsp = SynchronizeResponse::new();
+    rsp.update = cb.handle.block_on(cb.cb.call_source(state))?;
+    updates.write(encode_message(&rsp)?);
+    Ok(())
+}
+
+/// Encodes part of the runtime's state for [`nri_sync_cb_stream`]: pods
+/// `pods_from` up to (not including) `pods_to` and containers
+/// `containers_from` up to `containers_to`, of the lists whose sizes were
+/// given, written to `out` as the encoded `SynchronizeRequest` holding just
+/// those (fields `pods`, then `containers`, each object at exactly its
+/// given size; no `more`), which takes exactly the `len` bytes `out` has.
+/// An error set on `reply` with `nri_reply_set_error` fails the sync with
+/// that message; so do bytes that do not hold those objects at those
+/// sizes. Called on the thread that called `nri_sync_cb_stream`, before it
+/// returns, once for each message each plugin is sent.
+pub type nri_sync_encode_fn = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        pods_from: usize,
+        pods_to: usize,
+        containers_from: usize,
+        containers_to: usize,
+        out: *mut u8,
+        len: usize,
+        reply: *mut nri_reply,
+    ),
+>;
+
+/// No encoded object is larger: protobuf's own limit (2 GiB).
+const MAX_OBJECT_SIZE: usize = i32::MAX as usize;
+
+/// As [`nri_sync_cb_call`], but the state is encoded a message at a time,
+/// so that it never exists encoded all at once: `pod_sizes` (`pods` of
+/// them) and `container_sizes` (`containers`) are the encoded size of each
+/// pod and container, in order, from which the messages are planned as
+/// `nri_sync_cb_call` plans them; `encode` is called with `user_data` for
+/// each message's objects (see [`nri_sync_encode_fn`]). Each message is
+/// encoded while the plugin reads the one before.
+///
+/// # Safety
+/// `cb` is the value handed to the running sync callback; `pod_sizes` is
+/// valid for `pods` elements and `container_sizes` for `containers` (or
+/// the count is 0), unchanged until this returns; `updates` is writable;
+/// `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_sync_cb_stream(
+    cb: *mut nri_sync_cb,
+    pod_sizes: *const usize,
+    pods: usize,
+    container_sizes: *const usize,
+    containers: usize,
+    encode: nri_sync_encode_fn,
+    user_data: *mut c_void,
+    updates: *mut nri_buffer,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    boundary(err, || {
+        // SAFETY: nri_sync_cb_stream's contract: `cb` is the value handed to
+        // the running sync callback, alive until it returns.
+        let cb = unsafe { arg_ref("cb", cb) }?;
+        // SAFETY: nri_sync_cb_stream's contract: `updates` is writable.
+        let updates = unsafe { OutSlot::new("updates", updates) }?;
+        // SAFETY: nri_sync_cb_stream's contract: `pod_sizes` is valid for
+        // `pods` elements, or `pods` is 0, unchanged until this returns.
+        let pod_sizes = unsafe { slice_arg("pod_sizes", pod_sizes, pods) }?;
+        // SAFETY: as for pod_sizes.
+        let container_sizes = unsafe { slice_arg("container_sizes", container_sizes, containers) }?;
+        let encode = encode.ok_or_else(|| Failure::invalid("encode is NULL"))?;
+        for (what, sizes) in [
+            ("pod_sizes", pod_sizes),
+            ("container_sizes", container_sizes),
+        ] {
+            if let Some((i, n)) = sizes.iter().enumerate().find(|(_, &n)| n > MAX_OBJECT_SIZE) {
+                return Err(Failure::invalid(format!(
+                    "{what}[{i}] is {n}: no encoded object is that large"
+                )));
+            }
+        }
+        let state = CallerState {
+            pod_sizes,
+            container_sizes,
+            encode,
+            user_data,
+        };
+        synchronize(cb, updates, &state)
+    })
+}
+
+/// The state `nri_sync_cb_stream` was given: its sizes, and the caller's
+/// function that encodes a message's objects.
+struct CallerState<'a> {
+    pod_sizes: &'a [usize],
+    container_sizes: &'a [usize],
+    encode: unsafe extern "C" fn(
+        *mut c_void,
+        usize,
+        usize,
+        usize,
+        usize,
+        *mut u8,
+        usize,
+        *mut nri_reply,
+    ),
+    user_data: *mut c_void,
+}
+
+// SAFETY: synchronizing calls `encode` only from the future that
+// nri_sync_cb_stream's `block_on` drives on the caller's own thread (no
+// part of a sync is spawned), which is where nri_sync_encode_fn is
+// documented to be called; `user_data` is never dereferenced here.
+unsafe impl Sync for CallerState<'_> {}
+
+impl StateSource for CallerState<'_> {
+    fn counts(&self) -> (usize, usize) {
+        (self.pod_sizes.len(), self.container_sizes.len())
+    }
+
+    fn pod_len(&self, i: usize) -> usize {
+        self.pod_sizes[i]
+    }
+
+    fn container_len(&self, i: usize) -> usize {
+        self.container_sizes[i]
+    }
+
+    fn encode(
+        &self,
+        pods: std::ops::Range<usize>,
+        containers: std::ops::Range<usize>,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), nri_runtime::Error> {
+        // Written in place: the caller's bytes are the message's, not a
+        // copy of them.
+        let start = out.len();
+        out.resize(start + len, 0);
+        let mut reply = nri_reply::default();
+        // SAFETY: calls the `encode` given to nri_sync_cb_stream as
+        // nri_sync_encode_fn documents: with its user data, ranges within
+        // the sizes given, `len` writable bytes at `out` and a reply, all
+        // alive until it returns, on the thread that called
+        // nri_sync_cb_stream (see `Sync` above).
+        unsafe {
+            (self.encode)(
+                self.user_data,
+                pods.start,
+                pods.end,
+                containers.start,
+                containers.end,
+                out[start..].as_mut_ptr(),
+                len,
+                &mut reply,
+            )
+        };
+        reply
+            .into_result()
+            .map(drop)
+            .map_err(nri_runtime::Error::Runtime)
+    }
 }
 
 /// The runtime callbacks of `nri_adaptation_new`.

@@ -37,6 +37,34 @@ pub(crate) unsafe fn arg_mut<'a, T>(name: &str, p: *mut T) -> Result<&'a mut T, 
     unsafe { p.as_mut() }.ok_or_else(|| Failure::invalid(format!("{name} is NULL")))
 }
 
+/// The elements of a borrowed `(ptr, len)` array. NULL is allowed for
+/// `len == 0`; otherwise it is "`what` is NULL but its length is `len`".
+///
+/// # Safety
+/// `ptr` is valid for reads of `len` initialized `T`s (one allocation)
+/// that are not changed for `'a`, or `len` is 0.
+pub(crate) unsafe fn slice_arg<'a, T>(
+    what: &str,
+    ptr: *const T,
+    len: usize,
+) -> Result<&'a [T], Failure> {
+    if len == 0 {
+        return Ok(&[]);
+    }
+    if ptr.is_null() {
+        return Err(Failure::invalid(format!(
+            "{what} is NULL but its length is {len}"
+        )));
+    }
+    if !ptr.is_aligned() {
+        return Err(Failure::invalid(format!("{what} is not aligned")));
+    }
+    // SAFETY: this function's contract: `ptr` (not NULL and aligned,
+    // checked above) is valid for reads of `len` initialized `T`s for 'a,
+    // so within one allocation and at most isize::MAX bytes.
+    Ok(unsafe { std::slice::from_raw_parts(ptr, len) })
+}
+
 /// A caller's output pointer, checked not NULL, written at most once
 /// (`write` takes the slot). Exports create their slots before doing any
 /// work and write them last, so a failed call writes nothing and a bad

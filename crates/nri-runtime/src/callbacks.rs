@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use super::shared::NextStop;
-use super::sync::{EncodedState, SyncTargets};
+use super::sync::{EncodedState, StateSource, SyncTargets};
 use super::{BoxError, Error};
 use nri_api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
 
@@ -88,14 +88,24 @@ impl SyncCb {
 
     /// As [`call`](Self::call), with the state already encoded: how the C
     /// ABI hands it over, so that it is forwarded without being decoded.
+    pub async fn call_encoded(
+        &self,
+        state: &EncodedState<'_>,
+    ) -> Result<Vec<ContainerUpdate>, Error> {
+        self.call_source(state).await
+    }
+
+    /// As [`call`](Self::call), with the state encoded a message at a time
+    /// as synchronizing needs it: how the C ABI's `nri_sync_cb_stream`
+    /// hands it over, so that the runtime never holds all of it encoded.
     ///
     /// Once the adaptation is stopped it fails with [`Error::NotRunning`]
     /// and reaches no plugin: the runtime's callback may still be running
     /// on its own thread while the adaptation's runtime shuts down, whose
     /// timers must not be touched then (tokio panics).
-    pub async fn call_encoded(
+    pub async fn call_source(
         &self,
-        state: &EncodedState<'_>,
+        state: &dyn StateSource,
     ) -> Result<Vec<ContainerUpdate>, Error> {
         // Biased: once stopped, `wait` is ready at its first poll, and the
         // sync's timers are never touched.

@@ -74,7 +74,7 @@ pub use options::{
     set_plugin_registration_timeout, set_plugin_request_timeout, Options,
     DEFAULT_PLUGIN_CONFIG_PATH, DEFAULT_PLUGIN_PATH, DEFAULT_SOCKET_PATH, NRI_VERSION,
 };
-pub use sync::{EncodedState, PluginSyncBlock};
+pub use sync::{EncodedState, PluginSyncBlock, StateSource};
 pub use thread::core_threads;
 pub use wasm::{DEFAULT_WASM_MEMORY_LIMIT, WASM_SUPPORTED};
 

@@ -2,7 +2,9 @@
 //! several messages when one would exceed the ttrpc message limit, and the
 //! runtime's lever to hold synchronization off (`BlockPluginSync`).
 
+use std::ops::Range;
 use std::sync::Arc;
+use std::task::Poll;
 
 use log::warn;
 use protobuf::rt::WireType;
@@ -43,6 +45,29 @@ use nri_api::wire::field::{
 
 /// One encoding per object, in order.
 pub(crate) type EncodedObjects = Vec<Vec<u8>>;
+
+/// The runtime's state as synchronizing reads it: each object's encoded
+/// size up front, so that the messages can be planned before any is
+/// made, then the objects' bytes one message at a time, so that the whole
+/// encoded state never has to exist at once.
+pub trait StateSource: Sync {
+    /// How many pods and containers there are.
+    fn counts(&self) -> (usize, usize);
+    /// The encoded size of pod `i` (its bytes, without tag and length).
+    fn pod_len(&self, i: usize) -> usize;
+    /// The encoded size of container `i`.
+    fn container_len(&self, i: usize) -> usize;
+    /// Appends to `out` the `SynchronizeRequest` fields carrying these
+    /// pods, then these containers (without `more`): `len` bytes by the
+    /// sizes given, for which `out` has room.
+    fn encode(
+        &self,
+        pods: Range<usize>,
+        containers: Range<usize>,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Error>;
+}
 
 /// The runtime's state as plugins receive it: each pod and container as its
 /// encoded bytes. Synchronizing forwards these bytes into its messages and
@@ -130,6 +155,31 @@ impl<'a> EncodedState<'a> {
     }
 }
 
+impl StateSource for EncodedState<'_> {
+    fn counts(&self) -> (usize, usize) {
+        (self.pods.len(), self.containers.len())
+    }
+
+    fn pod_len(&self, i: usize) -> usize {
+        self.pods[i].len()
+    }
+
+    fn container_len(&self, i: usize) -> usize {
+        self.containers[i].len()
+    }
+
+    fn encode(
+        &self,
+        pods: Range<usize>,
+        containers: Range<usize>,
+        _len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Error> {
+        put_fields(out, &self.pods[pods], &self.containers[containers]);
+        Ok(())
+    }
+}
+
 /// Skips an unknown top-level group the way decoding a message does: its
 /// fields up to its end-group tag, which must come before the input ends.
 /// (`CodedInputStream::skip_field` would take the end of the input for
@@ -153,18 +203,27 @@ fn malformed(what: String) -> protobuf::Error {
 
 /// The encoded `SynchronizeRequest` carrying these objects: byte for byte
 /// what encoding the decoded message would give.
+#[cfg(any(test, feature = "fuzzing"))]
 fn message(pods: &[&[u8]], containers: &[&[u8]], more: bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload_size(pods, containers, more));
-    for p in pods {
-        put_field(&mut out, PODS, p);
-    }
-    for c in containers {
-        put_field(&mut out, CONTAINERS, c);
-    }
+    put_fields(&mut out, pods, containers);
     if more {
-        out.extend([(MORE << 3) as u8, 1]);
+        out.extend(MORE_FIELD);
     }
     out
+}
+
+/// `more = true`, encoded: how an intermediate message ends.
+const MORE_FIELD: [u8; 2] = [(MORE << 3) as u8, 1];
+
+/// Appends the pods and containers fields of a `SynchronizeRequest`.
+fn put_fields(out: &mut Vec<u8>, pods: &[&[u8]], containers: &[&[u8]]) {
+    for p in pods {
+        put_field(out, PODS, p);
+    }
+    for c in containers {
+        put_field(out, CONTAINERS, c);
+    }
 }
 
 /// Appends a length-delimited field (tag, varint length, bytes).
@@ -189,32 +248,57 @@ fn payload_size(pods: &[&[u8]], containers: &[&[u8]], more: bool) -> usize {
         + if more { 2 } else { 0 }
 }
 
+/// Why synchronizing a plugin failed.
+pub(crate) enum SyncError {
+    /// The plugin failed it, or could not be sent it.
+    Plugin(Error),
+    /// The runtime's state could not be encoded: no plugin could be
+    /// synchronized with it.
+    State(Error),
+}
+
+impl From<SyncError> for Error {
+    fn from(e: SyncError) -> Error {
+        match e {
+            SyncError::Plugin(e) | SyncError::State(e) => e,
+        }
+    }
+}
+
 /// Sends the state to `plugin` and returns the updates of its final reply.
 /// Everything goes in one message if it fits; otherwise in chunks whose
-/// size shrinks as upstream's does. One deadline, the plugin's request
-/// timeout, covers all messages.
+/// size shrinks as upstream's do ([`Plan`]). Each message is made while
+/// the plugin reads the one before, so at most two exist at a time. One
+/// deadline, the plugin's request timeout, covers all messages.
 pub(crate) async fn synchronize(
     plugin: &Plugin,
-    state: &EncodedState<'_>,
-) -> Result<Vec<ContainerUpdate>, Error> {
+    state: &dyn StateSource,
+) -> Result<Vec<ContainerUpdate>, SyncError> {
     let deadline = tokio::time::Instant::now() + plugin.request_timeout();
-    let (mut pods, mut ctrs) = (&state.pods[..], &state.containers[..]);
-    let (mut pods_per_msg, mut ctrs_per_msg) = (pods.len(), ctrs.len());
+    let mut plan = Plan::new(state, plugin.message_limit());
+    let mut chunk = plan.next().map_err(SyncError::Plugin)?;
+    let mut msg = chunk.encode(state).map_err(SyncError::State)?;
     loop {
-        // Shrinking truncates: a count of 0 would never send that kind of
-        // object and loop until the deadline (upstream does), so at least 1.
-        let np = pods_per_msg.max(1).min(pods.len());
-        let nc = ctrs_per_msg.max(1).min(ctrs.len());
-        let more = np < pods.len() || nc < ctrs.len();
-        let size = envelope_size(payload_size(&pods[..np], &ctrs[..nc], more));
-        if size > plugin.message_limit() {
-            (pods_per_msg, ctrs_per_msg) = smaller_chunks(np, nc, size)?;
-            continue;
+        let send = plugin.send_synchronize(msg, deadline);
+        tokio::pin!(send);
+        // Its first poll hands the request to the connection's writer, so
+        // the plugin reads it while the next message is made here. That
+        // one's errors wait for this reply, as they would unpipelined.
+        let sent = futures::poll!(send.as_mut());
+        let following = if chunk.more {
+            Some(plan.next().map_err(SyncError::Plugin).and_then(|next| {
+                let msg = next.encode(state).map_err(SyncError::State)?;
+                Ok((next, msg))
+            }))
+        } else {
+            None
+        };
+        let rpl = match sent {
+            Poll::Ready(rpl) => rpl,
+            Poll::Pending => send.await,
         }
-        let msg = message(&pods[..np], &ctrs[..nc], more);
-        (pods, ctrs) = (&pods[np..], &ctrs[nc..]);
-        let rpl = plugin.send_synchronize(msg, deadline).await?;
-        if !more {
+        .map_err(SyncError::Plugin)?;
+        let Some(following) = following else {
             if let Some(auditor) = plugin.core().audit.as_ref() {
                 // Handed to the runtime with the sync: "applied" as far
                 // as the adaptation can tell.
@@ -225,12 +309,129 @@ pub(crate) async fn synchronize(
                 }
             }
             return Ok(rpl.update);
-        }
+        };
         if !rpl.more || !rpl.update.is_empty() {
-            return Err(Error::Start(
+            return Err(SyncError::Plugin(Error::Start(
                 "plugin does not handle split sync requests".to_string(),
-            ));
+            )));
         }
+        (chunk, msg) = following?;
+    }
+}
+
+/// The messages of one plugin's sync, planned from the objects' sizes
+/// alone: upstream's first message carries everything; a message that
+/// would exceed the limit is planned again with the counts shrunk
+/// ([`smaller_chunks`]); each message carries the next pods and the next
+/// containers of those counts, until none remain.
+struct Plan {
+    /// `pods_at[i]`: the bytes the fields of the first `i` pods take.
+    pods_at: Vec<usize>,
+    ctrs_at: Vec<usize>,
+    /// The first pod and container no message carries yet.
+    from: (usize, usize),
+    per_msg: (usize, usize),
+    limit: usize,
+}
+
+/// One message of a sync: which objects it carries, and whether more follow.
+#[derive(Debug, PartialEq)]
+struct Chunk {
+    pods: Range<usize>,
+    containers: Range<usize>,
+    more: bool,
+}
+
+impl Plan {
+    fn new(state: &dyn StateSource, limit: usize) -> Plan {
+        fn sums(n: usize, len: impl Fn(usize) -> usize) -> Vec<usize> {
+            let mut at = Vec::with_capacity(n + 1);
+            at.push(0);
+            for i in 0..n {
+                at.push(at[i] + field_size(len(i)));
+            }
+            at
+        }
+        let (pods, ctrs) = state.counts();
+        Plan {
+            pods_at: sums(pods, |i| state.pod_len(i)),
+            ctrs_at: sums(ctrs, |i| state.container_len(i)),
+            from: (0, 0),
+            per_msg: (pods, ctrs),
+            limit,
+        }
+    }
+
+    /// The first message, then the one after each with `more`.
+    fn next(&mut self) -> Result<Chunk, Error> {
+        let (p0, c0) = self.from;
+        let (pods, ctrs) = (self.pods_at.len() - 1 - p0, self.ctrs_at.len() - 1 - c0);
+        loop {
+            // Shrinking truncates: a count of 0 would never send that kind
+            // of object and loop until the deadline (upstream does), so at
+            // least 1.
+            let np = self.per_msg.0.max(1).min(pods);
+            let nc = self.per_msg.1.max(1).min(ctrs);
+            let more = np < pods || nc < ctrs;
+            let payload = self.pods_at[p0 + np] - self.pods_at[p0] + self.ctrs_at[c0 + nc]
+                - self.ctrs_at[c0]
+                + if more { MORE_FIELD.len() } else { 0 };
+            let size = envelope_size(payload);
+            if size > self.limit {
+                self.per_msg = smaller_chunks(np, nc, size)?;
+                continue;
+            }
+            self.from = (p0 + np, c0 + nc);
+            return Ok(Chunk {
+                pods: p0..p0 + np,
+                containers: c0..c0 + nc,
+                more,
+            });
+        }
+    }
+}
+
+impl Chunk {
+    /// This message's bytes, from the state, checked: exactly the objects
+    /// planned, of the sizes given, so that what a plugin is sent frames
+    /// as the plan says whoever encoded it.
+    fn encode(&self, state: &dyn StateSource) -> Result<Vec<u8>, Error> {
+        let (pods, ctrs) = (self.pods.clone(), self.containers.clone());
+        let len = pods
+            .clone()
+            .map(|i| field_size(state.pod_len(i)))
+            .sum::<usize>()
+            + ctrs
+                .clone()
+                .map(|i| field_size(state.container_len(i)))
+                .sum::<usize>();
+        let mut msg = Vec::with_capacity(len + MORE_FIELD.len());
+        state.encode(pods.clone(), ctrs.clone(), len, &mut msg)?;
+        let framed = EncodedState::split(&msg).is_ok_and(|got| {
+            got.pods.len() == pods.len()
+                && got.containers.len() == ctrs.len()
+                && got
+                    .pods
+                    .iter()
+                    .zip(pods.clone())
+                    .all(|(o, i)| o.len() == state.pod_len(i))
+                && got
+                    .containers
+                    .iter()
+                    .zip(ctrs.clone())
+                    .all(|(o, i)| o.len() == state.container_len(i))
+                && msg.len() == payload_size(&got.pods, &got.containers, false)
+        });
+        if !framed {
+            return Err(Error::InvalidMessage(format!(
+                "invalid SynchronizeRequest: the encoding of pods {pods:?} and containers \
+                 {ctrs:?} does not hold those objects at the sizes given for them"
+            )));
+        }
+        if self.more {
+            msg.extend(MORE_FIELD);
+        }
+        Ok(msg)
     }
 }
 
@@ -249,7 +450,7 @@ pub(crate) enum SyncTargets {
 impl SyncTargets {
     pub(crate) async fn synchronize(
         &self,
-        state: &EncodedState<'_>,
+        state: &dyn StateSource,
     ) -> Result<Vec<ContainerUpdate>, Error> {
         let plugins = match self {
             SyncTargets::External(p, activate) => {
@@ -265,7 +466,7 @@ impl SyncTargets {
         for p in plugins {
             match synchronize(p, state).await {
                 Ok(u) => updates.extend(u),
-                Err(e) => {
+                Err(SyncError::Plugin(e)) => {
                     warn!(
                         "failed to synchronize plugin {}: {}",
                         p.qualified_name(),
@@ -273,6 +474,9 @@ impl SyncTargets {
                     );
                     p.close();
                 }
+                // Not this plugin's doing, and no other plugin's sync
+                // would go better.
+                Err(SyncError::State(e)) => return Err(e),
             }
         }
         Ok(updates)
@@ -576,6 +780,173 @@ mod tests {
             "rust-protobuf now refuses a cut-short object: the fuzz target's exception can go"
         );
         assert!(EncodedState::split(&cut).is_err());
+    }
+
+    /// Upstream's chunking as nri-rs did it before plans: each message made
+    /// whole, then measured, its counts shrunk while it is too large.
+    fn chunks_by_making_each(st: &EncodedState<'_>, limit: usize) -> Vec<Chunk> {
+        let (total_p, total_c) = (st.pods.len(), st.containers.len());
+        let (mut p0, mut c0) = (0, 0);
+        let (mut pp, mut pc) = (total_p, total_c);
+        let mut out = Vec::new();
+        loop {
+            let np = pp.max(1).min(total_p - p0);
+            let nc = pc.max(1).min(total_c - c0);
+            let more = p0 + np < total_p || c0 + nc < total_c;
+            let msg = message(&st.pods[p0..p0 + np], &st.containers[c0..c0 + nc], more);
+            let size = envelope_size(msg.len());
+            if size > limit {
+                match smaller_chunks(np, nc, size) {
+                    Ok(counts) => (pp, pc) = counts,
+                    Err(_) => return out,
+                }
+                continue;
+            }
+            out.push(Chunk {
+                pods: p0..p0 + np,
+                containers: c0..c0 + nc,
+                more,
+            });
+            (p0, c0) = (p0 + np, c0 + nc);
+            if !more {
+                return out;
+            }
+        }
+    }
+
+    fn planned(st: &EncodedState<'_>, limit: usize) -> Vec<Chunk> {
+        let mut plan = Plan::new(st, limit);
+        let mut out = Vec::new();
+        while let Ok(chunk) = plan.next() {
+            let more = chunk.more;
+            out.push(chunk);
+            if !more {
+                break;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_plan_from_sizes_is_the_chunking_of_whole_messages() {
+        // Objects of uneven sizes (a few above 127 bytes, whose length
+        // takes two bytes), limits from "everything fits" down to "nothing
+        // splits small enough".
+        let objects = |n: usize, seed: usize| -> Vec<Vec<u8>> {
+            (0..n).map(|i| vec![7; (i * 37 + seed) % 300]).collect()
+        };
+        let mut split = 0;
+        for (pods, ctrs) in [(0, 0), (1, 0), (0, 3), (40, 0), (7, 90), (60, 60), (3, 200)] {
+            let (p, c) = (objects(pods, 5), objects(ctrs, 11));
+            let st = EncodedState::new(&p, &c);
+            let whole = envelope_size(payload_size(&st.pods, &st.containers, false));
+            for limit in [
+                usize::MAX,
+                whole,
+                whole - 1,
+                whole / 2,
+                whole / 5,
+                2_000,
+                700,
+                100,
+            ] {
+                let want = chunks_by_making_each(&st, limit);
+                assert_eq!(
+                    planned(&st, limit),
+                    want,
+                    "{pods} pods, {ctrs} containers, limit {limit}"
+                );
+                split += usize::from(want.len() > 1);
+                // Every chunk is sent whole: what the plan says it holds.
+                for chunk in &want {
+                    let msg = chunk.encode(&st).unwrap();
+                    let again = message(
+                        &st.pods[chunk.pods.clone()],
+                        &st.containers[chunk.containers.clone()],
+                        chunk.more,
+                    );
+                    assert_eq!(msg, again);
+                }
+            }
+        }
+        assert!(split >= 10, "only {split} states were split");
+    }
+
+    /// How a lying encoder changes a message's bytes.
+    type Garble = fn(&mut Vec<u8>);
+
+    /// A state whose encoder does not give what its sizes promise.
+    struct Lying<'a> {
+        honest: EncodedState<'a>,
+        garble: Garble,
+    }
+
+    impl StateSource for Lying<'_> {
+        fn counts(&self) -> (usize, usize) {
+            self.honest.counts()
+        }
+        fn pod_len(&self, i: usize) -> usize {
+            self.honest.pod_len(i)
+        }
+        fn container_len(&self, i: usize) -> usize {
+            self.honest.container_len(i)
+        }
+        fn encode(
+            &self,
+            pods: Range<usize>,
+            containers: Range<usize>,
+            len: usize,
+            out: &mut Vec<u8>,
+        ) -> Result<(), Error> {
+            self.honest.encode(pods, containers, len, out)?;
+            (self.garble)(out);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_message_that_does_not_hold_what_the_sizes_say_is_refused() {
+        let (pods, ctrs) = state();
+        let (p, c) = EncodedState::encode(&pods, &ctrs).unwrap();
+        let garbles: [(&str, Garble); 6] = [
+            ("one byte short", |m| {
+                m.pop();
+            }),
+            ("an unknown field after the objects", |m| {
+                m.extend([9 << 3, 1])
+            }),
+            ("`more` set by the encoder", |m| m.extend(MORE_FIELD)),
+            ("the last container left out", |m| {
+                let n = m.len() - field_size(400);
+                m.truncate(n);
+            }),
+            ("an object one byte longer, the next shorter", |m| {
+                // pod 0 is 6 bytes ("pod-0"), pod 1 46: move a byte.
+                assert_eq!(&m[..2], [(PODS as u8) << 3 | 2, 7]);
+                m[1] = 8;
+                m[10] -= 1;
+            }),
+            ("garbage", |m| m.iter_mut().for_each(|b| *b = 0xff)),
+        ];
+        for (what, garble) in garbles {
+            let lying = Lying {
+                honest: EncodedState::new(&p, &c),
+                garble,
+            };
+            let chunk = Plan::new(&lying, usize::MAX).next().unwrap();
+            let err = chunk.encode(&lying).expect_err(what);
+            assert!(
+                matches!(&err, Error::InvalidMessage(m) if m.contains("does not hold those objects")),
+                "{what}: {err}"
+            );
+        }
+        // And the honest one passes.
+        let st = EncodedState::new(&p, &c);
+        Plan::new(&st, usize::MAX)
+            .next()
+            .unwrap()
+            .encode(&st)
+            .unwrap();
     }
 
     #[test]
