@@ -64,7 +64,7 @@ const (
 		"audit log or a builtin plugin reads it) and encodes the answer, work upstream does not have, besides the Go " +
 		"side's own marshalling"
 	limitsOneHop = "the boundary: the event crosses from the Go caller's thread to the core's and back, two thread " +
-		"wake-ups upstream does not have, each ~15 µs of scheduling delay on these VMs (perf sched), while Go marshals the " +
+		"wake-ups upstream does not have, each ~15–35 µs of latency on these VMs (perf sched; the raw floor unpinned against pinned), while Go marshals the " +
 		"request and unmarshals the answer as upstream does; the core's own part is ~128,000 instructions (the request " +
 		"checked, not decoded; the reply decoded and merged; the answer encoded)"
 	limitsValidator = "the boundary, as for one plugin alone, and the default validator's share: ~36,000 instructions " +
