@@ -66,7 +66,9 @@ const (
 	limitsOneHop = "the boundary: the event crosses from the Go caller's thread to the core's and back, two thread " +
 		"wake-ups upstream does not have, each ~15–35 µs of latency on these VMs (perf sched; the raw floor unpinned against pinned), while Go marshals the " +
 		"request and unmarshals the answer as upstream does; the core's own part is ~128,000 instructions (the request " +
-		"checked, not decoded; the reply decoded and merged; the answer encoded)"
+		"checked, not decoded; the reply decoded and merged; the answer encoded). Measured bound (nri-bench-core, one " +
+		"plugin, no hand-over): ~0.8× the p50 with a Go-stub plugin, no gain with the Rust stub, whose gap is then " +
+		"partly the Go caller's side of the boundary (see 1. below)"
 	limitsValidator = "the boundary, as for one plugin alone, and the default validator's share: ~36,000 instructions " +
 		"(the pod and the container as the validator reads them taken from the request's bytes, the checks), where " +
 		"upstream's builtin validator reads its Go objects"
