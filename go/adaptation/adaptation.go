@@ -597,6 +597,14 @@ func (r *Adaptation) eventWithResponse(ctx context.Context, ev api.Event, req, r
 // gives the event up when ctx ends first, as upstream does with the
 // runtime's context: the error is then ctx's own, and no plugin is blamed.
 // rsp is nil for events without a response.
+//
+// The trigger is registered with context.AfterFunc rather than run by a
+// goroutine started for each event. Such a goroutine is runnable on the
+// caller's P just as its thread blocks in the core, so Go's scheduler has
+// to run it on another thread, woken for every event: up to a third more
+// CPU per one-plugin event (PERFORMANCE.md). AfterFunc starts nothing for
+// the standard library's contexts, what a CRI request's context is, until
+// ctx ends.
 func (r *Adaptation) relayCancelable(ctx context.Context, ev api.Event, data []byte, rsp *C.nri_buffer) error {
 	var (
 		cancel *C.nri_cancel
@@ -605,26 +613,23 @@ func (r *Adaptation) relayCancelable(ctx context.Context, ev api.Event, data []b
 	if err := takeError(C.nri_cancel_new(&cancel, &cerr), cerr); err != nil {
 		return err
 	}
-	defer C.nri_cancel_free(cancel)
-	returned, watched := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(watched)
-		select {
-		case <-ctx.Done():
-			reason := C.nri_cancel_reason(C.NRI_CANCEL_REASON_CANCELED)
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				reason = C.NRI_CANCEL_REASON_DEADLINE_EXCEEDED
-			}
-			C.nri_cancel_trigger(cancel, reason)
-		case <-returned:
+	triggered := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(triggered)
+		reason := C.nri_cancel_reason(C.NRI_CANCEL_REASON_CANCELED)
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			reason = C.NRI_CANCEL_REASON_DEADLINE_EXCEEDED
 		}
-	}()
+		C.nri_cancel_trigger(cancel, reason)
+	})
 	p, n := bytesArg(data)
 	raceIOSync()
 	err := takeError(C.nri_adaptation_event(r.core, C.int32_t(ev), cancel, p, n, rsp, &cerr), cerr)
 	raceIOSync()
-	close(returned)
-	<-watched // nri_cancel_free must not race with the trigger
+	if !stop() {
+		<-triggered // nri_cancel_free must not race with the trigger
+	}
+	C.nri_cancel_free(cancel)
 	runtime.KeepAlive(data)
 	runtime.KeepAlive(r)
 	var e *nriError
@@ -634,8 +639,6 @@ func (r *Adaptation) relayCancelable(ctx context.Context, ev api.Event, data []b
 	return err
 }
 
-// coreEventWithResponse relays req through the core and decodes its
-// response into rsp.
 func (r *Adaptation) coreEventWithResponse(req, rsp proto.Message, call cEventWithResponse) error {
 	bp, err := marshal(req)
 	defer releaseBuffer(bp)
