@@ -639,6 +639,8 @@ func (r *Adaptation) relayCancelable(ctx context.Context, ev api.Event, data []b
 	return err
 }
 
+// coreEventWithResponse relays req through the core and decodes its
+// response into rsp.
 func (r *Adaptation) coreEventWithResponse(req, rsp proto.Message, call cEventWithResponse) error {
 	bp, err := marshal(req)
 	defer releaseBuffer(bp)
