@@ -319,7 +319,12 @@ func runEvents(mk func(*caseDef) op) func(h *harness, c *caseDef, impl, stub str
 			idle[i].IdleCPUusPerS = float64((procCPU(pid) - idleCPU[i]).Microseconds()) / time.Since(idleStart).Seconds()
 		}
 
-		ctx := context.Background()
+		// containerd hands NRI each CRI request's context, which the gRPC
+		// server made for that request with kubelet's deadline; so do the
+		// measured operations (see opContext). The probes and the warm-up
+		// share one such context.
+		ctx, cancel := opContext()
+		defer cancel()
 		do := mk(c)
 		fresh := func() *requests { return h.req.copyFor(c.Kind) }
 		// Typical plugins show in the response that every one has joined;
@@ -360,17 +365,22 @@ func runEvents(mk func(*caseDef) op) func(h *harness, c *caseDef, impl, stub str
 		var used sample
 		for len(lat) < c.ops {
 			qs := make([]*requests, min(batch, c.ops-len(lat)))
+			ctxs := make([]context.Context, len(qs))
+			cancels := make([]context.CancelFunc, len(qs))
 			for i := range qs {
 				qs[i] = fresh()
+				ctxs[i], cancels[i] = opContext()
 			}
 			s0 := takeSample()
-			for _, q := range qs {
+			for i, q := range qs {
 				t0 := time.Now()
 				// Launched plugins report no event count: check every reply.
-				if err := do(ctx, in.rt, q, c.Launched); err != nil {
-					return res, fmt.Errorf("op %d: %w", len(lat), err)
-				}
+				err := do(ctxs[i], in.rt, q, c.Launched)
 				lat = append(lat, float64(time.Since(t0).Nanoseconds())/1e3)
+				cancels[i]()
+				if err != nil {
+					return res, fmt.Errorf("op %d: %w", len(lat)-1, err)
+				}
 			}
 			s1 := takeSample()
 			used.cpu += s1.cpu - s0.cpu
@@ -502,4 +512,16 @@ func runFloor(h *harness, c *caseDef, impl, stub string, round int) (res roundRe
 	// The floors' counters include their warm-ups and the child's start.
 	counters(&res, before, after, c.ops+floorWarmups)
 	return res, nil
+}
+
+// criDeadline is kubelet's default deadline for a CRI call
+// (--runtime-request-timeout), which reaches the runtime with the request.
+const criDeadline = 2 * time.Minute
+
+// opContext is an operation's context as a CRI runtime hands it to NRI: the
+// gRPC server's context for one request, cancellable, with its deadline.
+// Both implementations take it; with it go/adaptation takes its cancelable
+// path, the one containerd's and CRI-O's calls take.
+func opContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), criDeadline)
 }

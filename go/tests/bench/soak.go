@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"os"
@@ -226,7 +225,6 @@ func (r *soakRun) run() error {
 	// Upstream adds a plugin to its list right after its sync returns.
 	time.Sleep(20 * time.Millisecond)
 
-	ctx := context.Background()
 	var lat []float64
 	sample := func(i int) {
 		sort.Float64s(lat)
@@ -247,8 +245,10 @@ func (r *soakRun) run() error {
 	sample(0)
 	for i := 1; i <= r.s.Lifecycles; i++ {
 		q := r.h.req.copyFor("lifecycle")
+		ctx, cancel := opContext()
 		started := time.Now()
 		rsp, err := runLifecycle(ctx, r.in.rt, q, nil)
+		cancel()
 		if err != nil {
 			return fmt.Errorf("lifecycle %d: %w", i, err)
 		}
