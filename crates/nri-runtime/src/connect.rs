@@ -13,15 +13,16 @@ use tokio::net::UnixStream;
 use tokio::sync::{oneshot, Semaphore};
 
 use super::child::Child;
+use super::client::PluginConn;
 use super::error::peer_text;
 use super::identity::PeerIdentity;
 use super::names::NameClaim;
 use super::plugin::{Origin, Plugin, Transport};
 use super::replies::Replies;
 use super::{Core, Error};
+use nri_api as api;
 use nri_api::mux::{self, Mux};
 use nri_api::quote::go_quote;
-use nri_api::{self as api, ttrpc::PluginClient};
 
 /// Most unsolicited update requests one plugin may have in flight; more are
 /// refused at once rather than queued without bound.
@@ -268,10 +269,7 @@ pub(crate) async fn connect(
     let mux = Mux::new(mux::UnixTrunk::new(stream), unregistered);
     let setup = |e: &dyn std::fmt::Display| Error::Start(format!("plugin connection setup: {e}"));
 
-    let raw = ttrpc::r#async::Client::new(ttrpc::r#async::transport::Socket::new(
-        mux.open(mux::PLUGIN_SERVICE_CONN).map_err(|e| setup(&e))?,
-    ));
-    let client = PluginClient::new(raw.clone());
+    let client = PluginConn::new(mux.open(mux::PLUGIN_SERVICE_CONN).map_err(|e| setup(&e))?);
     let (registered_tx, registered_rx) = oneshot::channel();
     let service = Arc::new(RuntimeService {
         core: Arc::downgrade(&core),
@@ -336,7 +334,6 @@ pub(crate) async fn connect(
         dropin_timeout,
         Transport::Ttrpc {
             client,
-            raw,
             mux: mux.clone(),
             server: Mutex::new(Some(server)),
             child: Mutex::new(child),

@@ -116,16 +116,6 @@ pub(crate) fn peer_text(text: &dyn std::fmt::Display) -> String {
     nri_api::quote::log_text(&text.to_string(), LOGGED_PEER_TEXT)
 }
 
-/// Whether `e` is ttrpc-rust's own report that the deadline of a request
-/// (its `timeout_nano`) elapsed before the reply came, or while the request
-/// was still being written: `Error::Others("Request deadline elapsed")`
-/// (`request_timeout_error` in ttrpc's `asynchronous/connection.rs`).
-/// Go's ttrpc returns `context.DeadlineExceeded` there: a timeout, not a
-/// transport failure.
-pub(crate) fn is_request_deadline(e: &ttrpc::Error) -> bool {
-    matches!(e, ttrpc::Error::Others(text) if text == "Request deadline elapsed")
-}
-
 /// Whether `text` is ttrpc-rust's report of a message over its 4 MiB limit
 /// (`message length N exceed maximum message size of M`, the same words as
 /// Go's ttrpc). ttrpc-rust gives it in two forms: as `Error::Others` when it
@@ -209,17 +199,6 @@ mod tests {
             "message length x exceed maximum message size of 4"
         ));
         assert!(!is_oversized_message("channel closed"));
-    }
-
-    #[test]
-    fn ttrpcs_own_deadline_is_recognized() {
-        assert!(is_request_deadline(&ttrpc::Error::Others(
-            "Request deadline elapsed".into()
-        )));
-        assert!(!is_request_deadline(&ttrpc::Error::Others(
-            "Receive packet from Receiver timeout".into()
-        )));
-        assert!(!is_request_deadline(&ttrpc::Error::RemoteClosed));
     }
 
     #[test]

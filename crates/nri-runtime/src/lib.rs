@@ -45,6 +45,7 @@ mod builtin;
 mod call;
 mod callbacks;
 mod child;
+mod client;
 mod connect;
 mod dropin;
 mod error;

@@ -14,15 +14,13 @@ use super::budget::EventBudget;
 use super::builtin::BuiltinHandlers;
 use super::call::{Call, Encoding, Request};
 use super::child::Child;
-use super::error::{
-    grpc_code_name, is_oversized_message, is_oversized_reply, is_request_deadline, peer_text,
-};
+use super::client::PluginConn;
+use super::error::{grpc_code_name, is_oversized_message, is_oversized_reply, peer_text};
 use super::identity::PeerIdentity;
 use super::names::NameClaim;
 use super::wasm::{self, WasmPlugin};
 use super::{Core, Deprecation, Error};
 use nri_api::mux::Mux;
-use nri_api::ttrpc::PluginClient;
 use nri_api::{self as api, Event, EventMask};
 use protobuf::Message;
 
@@ -41,9 +39,8 @@ pub(crate) enum Origin {
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Transport {
     Ttrpc {
-        client: PluginClient,
-        /// The same connection, for requests sent already encoded.
-        raw: ttrpc::r#async::Client,
+        /// Its Plugin service, on the mux's connection 1.
+        client: PluginConn,
         mux: Mux,
         /// The Runtime service this plugin calls; shut down on close.
         server: Mutex<Option<ttrpc::r#async::Server>>,
@@ -268,7 +265,7 @@ impl Plugin {
             Transport::Ttrpc { client, .. } => {
                 with_timeout(self, "Configure", timeout, async {
                     client
-                        .configure(ttrpc::context::with_duration(timeout), &req)
+                        .unary("Configure", &req, timeout)
                         .await
                         .map_err(|e| self.ttrpc_error("Configure", e))
                 })
@@ -407,9 +404,8 @@ impl Plugin {
     }
 
     /// Sends `req`, waiting at most `timeout`. The plugin is told `wire`,
-    /// the request timeout, whatever an event budget cut `timeout` to, so
-    /// that ttrpc's own deadline, which would count as the plugin's failure,
-    /// never fires before ours.
+    /// the request timeout, whatever an event budget cut `timeout` to, as
+    /// upstream's plugins are told their request timeout.
     async fn invoke_within<C: Call>(
         &self,
         req: &Request<C>,
@@ -418,7 +414,7 @@ impl Plugin {
         wire: Duration,
     ) -> Result<C::Reply, Error> {
         let op = C::EVENT.pretty_name();
-        let (client, raw) = match &self.transport {
+        let client = match &self.transport {
             Transport::Builtin(h) => {
                 let req = req.message()?;
                 return with_timeout(self, op, timeout, async {
@@ -428,7 +424,7 @@ impl Plugin {
                 })
                 .await;
             }
-            Transport::Ttrpc { client, raw, .. } => (client, raw),
+            Transport::Ttrpc { client, .. } => client,
             Transport::Wasm(w) => {
                 let bytes = encoding
                     .of(req)
@@ -443,7 +439,7 @@ impl Plugin {
         }
         let started = tokio::time::Instant::now();
         let res = with_timeout(self, op, timeout, async {
-            send_raw::<C>(raw, encoding, req, wire)
+            send_encoded::<C>(client, encoding, req, wire)
                 .await
                 .map_err(|e| self.ttrpc_error(op, e))
         })
@@ -476,7 +472,7 @@ impl Plugin {
 
     async fn send_state_change<R: Default>(
         &self,
-        client: &PluginClient,
+        client: &PluginConn,
         event: api::StateChangeEvent,
         timeout: Duration,
         wire: Duration,
@@ -485,7 +481,7 @@ impl Plugin {
         let op = kind.pretty_name();
         with_timeout(self, op, timeout, async {
             client
-                .state_change(ttrpc::context::with_duration(wire), &event)
+                .unary::<_, api::Empty>("StateChange", &event, wire)
                 .await
                 .map_err(|e| self.ttrpc_error(op, e))
         })
@@ -581,7 +577,7 @@ impl Plugin {
             Transport::Builtin(_) => return,
         };
         let empty = api::Empty::new();
-        let call = client.shutdown(ttrpc::context::with_duration(timeout), &empty);
+        let call = client.unary::<_, api::Empty>("Shutdown", &empty, timeout);
         match tokio::time::timeout(timeout, call).await {
             Ok(Ok(_)) => debug!("plugin {} acknowledged Shutdown", self.qualified_name()),
             Ok(Err(e)) => debug!(
@@ -605,17 +601,10 @@ impl Plugin {
         let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
         let call = with_timeout(self, op, timeout, async {
             match &self.transport {
-                Transport::Ttrpc { raw, .. } => {
-                    let req = ttrpc::Request {
-                        service: super::sync::SERVICE.into(),
-                        method: op.into(),
-                        payload: msg,
-                        timeout_nano: ttrpc::context::with_duration(timeout).timeout_nano,
-                        ..Default::default()
-                    };
+                Transport::Ttrpc { client, .. } => {
                     // As the generated client does, with the same errors.
-                    let rsp = raw.request(req).await.and_then(|rsp| {
-                        api::SynchronizeResponse::parse_from_bytes(&rsp.payload)
+                    let rsp = client.call(op, &msg, timeout).await.and_then(|rsp| {
+                        api::SynchronizeResponse::parse_from_bytes(&rsp)
                             .map_err(|e| ttrpc::Error::Others(format!("Unpack get error {e}")))
                     });
                     rsp.map_err(|e| self.ttrpc_error(op, e))
@@ -643,16 +632,9 @@ impl Plugin {
     /// plugin. A request over the limit is never sent (ttrpc refuses it
     /// before writing anything) and is not the plugin's fault: the request
     /// fails with Go ttrpc's `ResourceExhausted` and the plugin stays.
-    /// ttrpc's own deadline is a timeout, as in Go, where the call returns
-    /// `context.DeadlineExceeded`; a lost connection is Go's `ErrClosed`.
+    /// A lost connection is Go's `ErrClosed`. (Deadlines are not the
+    /// client's: every call runs under `with_timeout`.)
     fn ttrpc_error(&self, op: &'static str, e: ttrpc::Error) -> Error {
-        if is_request_deadline(&e) {
-            return Error::Timeout {
-                plugin: self.name.clone(),
-                op,
-                timeout: self.request_timeout(),
-            };
-        }
         match e {
             ttrpc::Error::RpcStatus(status) if is_oversized_reply(&status) => Error::Transport {
                 plugin: self.name.clone(),
@@ -783,8 +765,8 @@ fn millis(d: Duration) -> i64 {
 /// Sends `req` as the generated ttrpc client would, with the same errors,
 /// but with its bytes from `encoding`, which made them at most once for
 /// every plugin of the event.
-async fn send_raw<C: Call>(
-    raw: &ttrpc::r#async::Client,
+async fn send_encoded<C: Call>(
+    client: &PluginConn,
     encoding: &mut Encoding,
     req: &Request<C>,
     wire: Duration,
@@ -792,14 +774,7 @@ async fn send_raw<C: Call>(
     let payload = encoding
         .of(req)
         .map_err(|e| ttrpc::Error::Others(format!("Encoding request {e}")))?;
-    let request = ttrpc::Request {
-        service: super::sync::SERVICE.into(),
-        method: C::METHOD.into(),
-        payload: payload.to_vec(),
-        timeout_nano: ttrpc::context::with_duration(wire).timeout_nano,
-        ..Default::default()
-    };
-    let reply = raw.request(request).await?;
-    C::Reply::parse_from_bytes(&reply.payload)
+    let reply = client.call(C::METHOD, &payload, wire).await?;
+    C::Reply::parse_from_bytes(&reply)
         .map_err(|e| ttrpc::Error::Others(format!("Unpack get error {e}")))
 }
