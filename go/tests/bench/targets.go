@@ -64,11 +64,12 @@ const (
 		"audit log or a builtin plugin reads it) and encodes the answer, work upstream does not have, besides the Go " +
 		"side's own marshalling"
 	limitsOneHop = "the boundary: the event crosses from the Go caller's thread to the core's and back, two thread " +
-		"wake-ups upstream does not have, each ~15–35 µs of latency on these VMs (perf sched; the raw floor unpinned against pinned), while Go marshals the " +
-		"request and unmarshals the answer as upstream does; the core's own part is ~128,000 instructions (the request " +
-		"checked, not decoded; the reply decoded and merged; the answer encoded). Measured bound (nri-bench-core, one " +
-		"plugin, no hand-over): ~0.8× the p50 with a Go-stub plugin, no gain with the Rust stub, whose gap is then " +
-		"partly the Go caller's side of the boundary (see 1. below)"
+		"wake-ups upstream does not have, each ~15–35 µs of latency on these VMs when the woken thread's CPU is idle " +
+		"(perf sched; the raw floor unpinned against pinned); with every process pinned to one CPU, where a wake-up " +
+		"costs a few µs, nri-rs is below upstream (see 1. below). Go marshals the request and unmarshals the answer " +
+		"as upstream does; the core's own part is ~112,000 instructions (the request checked, not decoded; the reply " +
+		"decoded and merged; the answer encoded). What closes it: the request written and the reply read on the " +
+		"caller's thread (1. below)"
 	limitsValidator = "the boundary, as for one plugin alone, and the default validator's share: ~36,000 instructions " +
 		"(the pod and the container as the validator reads them taken from the request's bytes, the checks), where " +
 		"upstream's builtin validator reads its Go objects"
@@ -77,7 +78,7 @@ const (
 	limitsLarge = "the 3.3 MB reply is decoded by the core, merged, encoded again and decoded by go/adaptation: two more " +
 		"passes over it than upstream's single decode"
 	limitsHop = "rust-protobuf decoding, encoding again and freeing the container (the pod stays encoded), malloc/free " +
-		"(over a quarter), ttrpc-rust's buffers (one zero-filled per request) and tokio's wake-ups"
+		"(over a quarter), the copies of each request and reply between the mux and the ttrpc client, and tokio's wake-ups"
 	limitsPluginCPU = "the plugin's side of each hop is mostly the kernel's wake-ups and the Rust stub's own decode of " +
 		"the request, which a Go stub pays too"
 	limitsRSS = "VmRSS of the static plugin is mostly its own machine code (~1.7 of 2.2 MiB: the kernel faults in " +
