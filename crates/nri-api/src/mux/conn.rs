@@ -373,13 +373,22 @@ impl Conn {
         Poll::Pending
     }
 
-    /// Queues one unit for the writer task; the caller holds the state lock.
-    fn send(&self, st: &mut ConnState, bufs: Vec<Bytes>) -> io::Result<()> {
+    /// Puts one unit on the trunk: written here and now as far as the
+    /// socket takes it without waiting, when nothing is queued before it;
+    /// what is left goes to the writer task. The caller holds the state
+    /// lock.
+    fn send(&self, st: &mut ConnState, mut bufs: Vec<Bytes>) -> io::Result<()> {
+        let mut trunk = self.mux.trunk();
+        trunk.write_now(&mut bufs);
+        if bufs.is_empty() {
+            return Ok(());
+        }
         let len = bufs.iter().map(Bytes::len).sum();
         let unit = Unit::new(bufs, len, Arc::clone(&self.shared));
         if self.mux.write_tx.send(unit).is_err() {
             return Err(to_io(&Arc::new(MuxError::Closed)));
         }
+        trunk.queued();
         st.in_flight += len;
         Ok(())
     }

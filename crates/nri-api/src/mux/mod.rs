@@ -258,10 +258,11 @@ impl Mux {
             closed_tx: watch::Sender::new(false),
             unblock_tx: watch::Sender::new(!opts.blocked_read),
             write_tx,
+            trunk: Mutex::new(writer::Trunk::new(Box::pin(wr))),
             opts,
         });
         tokio::spawn(reader::run(Arc::clone(&shared), rd));
-        tokio::spawn(writer::run(Arc::clone(&shared), wr, write_rx));
+        tokio::spawn(writer::run(Arc::clone(&shared), write_rx));
         let owner = Arc::new(Owner(Arc::clone(&shared)));
         Mux { shared, owner }
     }
@@ -380,6 +381,9 @@ pub(crate) struct Shared {
     /// `true` once the reader may run.
     unblock_tx: watch::Sender<bool>,
     write_tx: mpsc::UnboundedSender<writer::Unit>,
+    /// The trunk's write side: the writer task's, and a connection's that
+    /// writes a unit itself while nothing is queued before it.
+    trunk: Mutex<writer::Trunk>,
     opts: Options,
 }
 
@@ -396,6 +400,12 @@ struct MuxState {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, MuxState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The trunk's write side. Never taken while holding it: a
+    /// connection's state lock may be held around it, not the other way.
+    pub(crate) fn trunk(&self) -> MutexGuard<'_, writer::Trunk> {
+        self.trunk.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The open connection for `id`, if any.
@@ -436,7 +446,8 @@ impl Shared {
         for conn in conns.values() {
             conn.mux_closed(conn_reason.clone());
         }
-        // Stops both tasks; dropping their trunk halves closes the trunk.
+        // Stops both tasks; dropping the trunk's halves closes the trunk.
         self.closed_tx.send_replace(true);
+        self.trunk().close();
     }
 }
