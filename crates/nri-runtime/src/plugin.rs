@@ -741,19 +741,28 @@ impl Drop for Plugin {
 
 /// Runs a plugin call under the request timeout. The deadline also bounds
 /// the write of the request: a plugin that stops reading costs one timeout.
+///
+/// A failure that comes in after the deadline is the timeout too. A plugin
+/// told the same timeout may answer "deadline exceeded" itself, always a
+/// little after the runtime's own deadline (its clock starts when the
+/// request arrives); which of the two the call sees first depends only on
+/// which thread runs first, and the plugin's failure policy must not.
 async fn with_timeout<T>(
     plugin: &Plugin,
     op: &'static str,
     timeout: Duration,
     call: impl std::future::Future<Output = Result<T, Error>>,
 ) -> Result<T, Error> {
-    match tokio::time::timeout(timeout, call).await {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let timed_out = || Error::Timeout {
+        plugin: plugin.name.clone(),
+        op,
+        timeout,
+    };
+    match tokio::time::timeout_at(deadline, call).await {
+        Ok(Err(_)) if tokio::time::Instant::now() >= deadline => Err(timed_out()),
         Ok(res) => res,
-        Err(_) => Err(Error::Timeout {
-            plugin: plugin.name.clone(),
-            op,
-            timeout,
-        }),
+        Err(_) => Err(timed_out()),
     }
 }
 
