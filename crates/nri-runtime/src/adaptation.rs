@@ -138,11 +138,17 @@ impl Adaptation {
         }
     }
 
-    /// Runs an event on the adaptation's runtime, if it is running. The
+    /// Runs an event, if the adaptation is running. An event that waits
+    /// for one plugin at most is polled where the caller waits, with the
+    /// core's runtime entered for its timers and I/O: its request then
+    /// leaves from the caller's thread, which the core's thread need not
+    /// be woken for. An event that waits for several runs on the core's
+    /// runtime: there each reply wakes only the core's thread, which goes
+    /// on to the next plugin, where the caller's thread would be woken for
+    /// every reply (PERFORMANCE.md, "What limits the targets", 1.). The
     /// event's future is boxed at once: it is several KiB, and every move
-    /// of it (into this future, into the caller's executor, into the task)
-    /// would copy it.
-    fn on_event<T, F>(&self, f: F) -> impl Future<Output = Result<T, Error>> + '_
+    /// of it would copy it.
+    fn on_event<T, F>(&self, event: Event, f: F) -> impl Future<Output = Result<T, Error>> + '_
     where
         T: Send + 'static,
         F: Future<Output = Result<T, Error>> + Send + 'static,
@@ -152,7 +158,22 @@ impl Adaptation {
             if !self.is_running() {
                 return Err(Error::NotRunning);
             }
-            self.on_core(f).await
+            if self.core.waits_for_several(event) {
+                return self.on_core(f).await;
+            }
+            let Some(handle) = self.core.handle() else {
+                return Err(Error::NotRunning);
+            };
+            // A stop waits for the event lock, which the event holds to
+            // its end, so the runtime entered outlives the event.
+            let entered = Entered { handle, f };
+            match futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(entered)).await {
+                Ok(res) => res,
+                Err(p) => Err(Error::Start(format!(
+                    "NRI adaptation task panicked: {}",
+                    panic_message(p)
+                ))),
+            }
         }
     }
 
@@ -302,8 +323,11 @@ impl Adaptation {
 
     pub async fn run_pod_sandbox(&self, req: RunPodSandboxRequest) -> Result<(), Error> {
         let core = Arc::clone(&self.core);
-        self.on_event(events::run_pod_sandbox(core, Request::Decoded(req)))
-            .await
+        self.on_event(
+            Event::RUN_POD_SANDBOX,
+            events::run_pod_sandbox(core, Request::Decoded(req)),
+        )
+        .await
     }
 
     /// Plugins can only observe this event; the response is always empty.
@@ -337,10 +361,10 @@ impl Adaptation {
         req: CreateContainerRequest,
     ) -> Result<CreateContainerResponse, Error> {
         let core = Arc::clone(&self.core);
-        self.on_event(events::create_container(
-            core,
-            events::Creation::Decoded(req),
-        ))
+        self.on_event(
+            Event::CREATE_CONTAINER,
+            events::create_container(core, events::Creation::Decoded(req)),
+        )
         .await
     }
 
@@ -356,7 +380,7 @@ impl Adaptation {
     /// and CPU), as go/adaptation encodes them.
     pub async fn create_container_wire(&self, encoded: Vec<u8>) -> Result<Vec<u8>, Error> {
         let core = Arc::clone(&self.core);
-        self.on_event(async move {
+        self.on_event(Event::CREATE_CONTAINER, async move {
             let rsp = events::create_container(core, events::Creation::Encoded(encoded)).await?;
             rsp.write_to_bytes().map_err(|e| {
                 Error::InvalidMessage(format!(
@@ -383,7 +407,9 @@ impl Adaptation {
             Event::RUN_POD_SANDBOX => {
                 let req = Request::checked(encoded.into())?;
                 let core = Arc::clone(&self.core);
-                return self.on_event(events::run_pod_sandbox(core, req)).await;
+                return self
+                    .on_event(event, events::run_pod_sandbox(core, req))
+                    .await;
             }
             Event::UPDATE_POD_SANDBOX => relay_checked::<UpdatePodSandboxRequest>,
             Event::POST_UPDATE_POD_SANDBOX => relay_checked::<PostUpdatePodSandboxRequest>,
@@ -402,7 +428,7 @@ impl Adaptation {
             }
         };
         let relayed = relay(Arc::clone(&self.core), encoded)?;
-        self.on_event(relayed).await
+        self.on_event(event, relayed).await
     }
 
     pub async fn post_create_container(
@@ -428,7 +454,8 @@ impl Adaptation {
         req: UpdateContainerRequest,
     ) -> Result<UpdateContainerResponse, Error> {
         let core = Arc::clone(&self.core);
-        self.on_event(events::update_container(core, req)).await
+        self.on_event(Event::UPDATE_CONTAINER, events::update_container(core, req))
+            .await
     }
 
     pub async fn post_update_container(
@@ -444,7 +471,8 @@ impl Adaptation {
         req: StopContainerRequest,
     ) -> Result<StopContainerResponse, Error> {
         let core = Arc::clone(&self.core);
-        self.on_event(events::stop_container(core, req)).await
+        self.on_event(Event::STOP_CONTAINER, events::stop_container(core, req))
+            .await
     }
 
     pub async fn remove_container(&self, req: RemoveContainerRequest) -> Result<(), Error> {
@@ -453,7 +481,7 @@ impl Adaptation {
 
     async fn relay_all<C: call::Call>(&self, req: C) -> Result<(), Error> {
         let core = Arc::clone(&self.core);
-        self.on_event(events::relay_all(core, Request::Decoded(req)))
+        self.on_event(C::EVENT, events::relay_all(core, Request::Decoded(req)))
             .await
     }
 }
@@ -470,6 +498,26 @@ fn relay_checked<C: call::Call + protobuf::MessageFull>(
 impl Drop for Adaptation {
     fn drop(&mut self) {
         self.shut_down();
+    }
+}
+
+/// A future polled with a runtime's context entered, wherever it is polled:
+/// its timers and sockets are the runtime's, driven by the runtime's thread.
+struct Entered<F> {
+    handle: tokio::runtime::Handle,
+    f: F,
+}
+
+impl<F: Future + Unpin> Future for Entered<F> {
+    type Output = F::Output;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let this = &mut *self;
+        let _entered = this.handle.enter();
+        std::pin::Pin::new(&mut this.f).poll(cx)
     }
 }
 

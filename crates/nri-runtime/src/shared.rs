@@ -191,6 +191,21 @@ impl Core {
         Ok(guard)
     }
 
+    /// Whether `event` would wait for more than one plugin that is not
+    /// builtin (a validating one included, for CreateContainer), as the
+    /// plugin list stands now.
+    pub(crate) fn waits_for_several(&self, event: Event) -> bool {
+        let validates = event == Event::CREATE_CONTAINER;
+        self.lock_plugins()
+            .iter()
+            .filter(|p| p.origin != crate::plugin::Origin::Builtin)
+            .filter(|p| {
+                p.will_see(event) || (validates && p.will_see(Event::VALIDATE_CONTAINER_ADJUSTMENT))
+            })
+            .nth(1)
+            .is_some()
+    }
+
     /// The active plugins, for one event.
     pub(crate) fn snapshot(&self) -> Vec<Arc<Plugin>> {
         self.lock_plugins().clone()
