@@ -3,8 +3,9 @@ package adaptation
 import "time"
 
 // Metrics is the interface a runtime implements to collect plugin
-// metrics. The core calls it from its own thread while events are
-// dispatched, so implementations should be quick.
+// metrics. The core calls it while events are dispatched, from its own
+// thread or, for an event that waits for one plugin, from the goroutine's
+// thread that called the event, so implementations should be quick.
 type Metrics interface {
 	// RecordPluginInvocation records a call made to a plugin; err is its error, if any.
 	RecordPluginInvocation(pluginName, operation string, err error)

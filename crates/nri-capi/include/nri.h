@@ -429,8 +429,10 @@ typedef struct nri_builtin_plugin {
 /**
  * Metrics callbacks (upstream's `Metrics` interface). Each may be NULL.
  * `plugin` is the plugin's `idx-name`, `op` the operation ("CreateContainer",
- * "Synchronize", ...). They run on the adaptation's thread while events are
- * dispatched: keep them quick and do not call the library from them.
+ * "Synchronize", ...). They run while events are dispatched, on the
+ * adaptation's thread or, for an event that waits for one plugin, on the
+ * thread that called the event: keep them quick and do not call the
+ * library from them.
  */
 typedef struct nri_metrics {
   /**

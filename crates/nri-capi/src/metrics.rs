@@ -1,7 +1,7 @@
 //! What the core reports to the caller as it goes: metrics (upstream's
-//! `Metrics` interface) and deprecated features plugins use, both on the
-//! adaptation's thread and to be quick, and audit records, on a thread of
-//! their own.
+//! `Metrics` interface) and deprecated features plugins use, both to be
+//! quick, on the adaptation's thread or an event's caller's, and audit
+//! records, on a thread of their own.
 
 use std::ffi::{c_char, c_void, CString};
 use std::sync::Arc;
@@ -16,8 +16,10 @@ use nri_runtime::{AuditRecord, AuditSink, Deprecation, DeprecationRecorder, Erro
 
 /// Metrics callbacks (upstream's `Metrics` interface). Each may be NULL.
 /// `plugin` is the plugin's `idx-name`, `op` the operation ("CreateContainer",
-/// "Synchronize", ...). They run on the adaptation's thread while events are
-/// dispatched: keep them quick and do not call the library from them.
+/// "Synchronize", ...). They run while events are dispatched, on the
+/// adaptation's thread or, for an event that waits for one plugin, on the
+/// thread that called the event: keep them quick and do not call the
+/// library from them.
 #[repr(C)]
 pub struct nri_metrics {
     /// Every call made to a plugin; `error` is NULL on success.

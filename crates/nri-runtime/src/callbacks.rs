@@ -125,8 +125,9 @@ impl std::fmt::Debug for SyncCb {
 }
 
 /// Plugin metrics (upstream `Metrics`). `plugin` is the full `idx-name`,
-/// `op` the event's pretty name or `Synchronize`. Called from the
-/// adaptation's thread while events are dispatched: keep it quick.
+/// `op` the event's pretty name or `Synchronize`. Called while events are
+/// dispatched, from the adaptation's thread or, for an event that waits
+/// for one plugin, from the thread polling the event: keep it quick.
 pub trait Metrics: Send + Sync + 'static {
     /// Every relayed call, failed ones included; not unsubscribed events.
     fn record_plugin_invocation(&self, _plugin: &str, _op: &str, _err: Option<&Error>) {}

@@ -59,12 +59,21 @@
 //! # Tasks
 //!
 //! [`Mux::new`] spawns a reader task and a writer task on the current tokio
-//! runtime (current-thread or multi-thread). The writer task is the only
-//! writer of the trunk; connections hand it complete units, and every
-//! connection may have at most [`Options::write_buffer_limit`] bytes queued
-//! before `poll_write` pushes back. The multiplexer closes when [`Mux::close`]
-//! is called, when the trunk ends or fails, or when the last [`Mux`] and
-//! [`Conn`] handle is dropped.
+//! runtime (current-thread or multi-thread). A connection that completes a
+//! unit (a ttrpc message, or a raw chunk) while no unit is queued writes it
+//! to the trunk itself, on whatever thread it runs, as far as the trunk
+//! takes it without waiting: a request then leaves from the thread that
+//! made it, without waking the runtime's thread. What the trunk does not
+//! take at once, and every unit while others are queued, goes to the writer
+//! task, which coalesces queued units into vectored writes; both write
+//! under one lock, and only the writer task writes while anything is
+//! queued, so units never interleave. Such direct writes are not flushed:
+//! the trunk must be one whose writes need no flush (a socket, a pipe,
+//! tokio's duplex). Every connection may have at most
+//! [`Options::write_buffer_limit`] bytes queued before `poll_write` pushes
+//! back. The multiplexer closes when [`Mux::close`] is called, when the
+//! trunk ends or fails, or when the last [`Mux`] and [`Conn`] handle is
+//! dropped.
 
 mod conn;
 mod error;
@@ -238,7 +247,8 @@ impl std::fmt::Debug for Mux {
 
 impl Mux {
     /// Multiplexes `trunk`, spawning the reader and writer tasks on the
-    /// current tokio runtime.
+    /// current tokio runtime. `trunk`'s writes must need no flush (see
+    /// "Tasks" in the module docs).
     ///
     /// # Panics
     ///
