@@ -63,13 +63,13 @@ const (
 		"container (rust-protobuf: ~130,000 instructions, frees included; the pod stays encoded unless a validator, the " +
 		"audit log or a builtin plugin reads it) and encodes the answer, work upstream does not have, besides the Go " +
 		"side's own marshalling"
-	limitsOneHop = "the boundary: the event crosses from the Go caller's thread to the core's and back, two thread " +
-		"wake-ups upstream does not have, each ~15–35 µs of latency on these VMs when the woken thread's CPU is idle " +
-		"(perf sched; the raw floor unpinned against pinned); with every process pinned to one CPU, where a wake-up " +
-		"costs a few µs, nri-rs is below upstream (see 1. below). Go marshals the request and unmarshals the answer " +
-		"as upstream does; the core's own part is ~112,000 instructions (the request checked, not decoded; the reply " +
-		"decoded and merged; the answer encoded). What closes it: the request written and the reply read on the " +
-		"caller's thread (1. below)"
+	limitsOneHop = "the boundary: the request leaves from the Go caller's thread, but the plugin's answer wakes the " +
+		"core's thread, which reads it and hands the result to the caller's: one thread wake-up upstream does not " +
+		"have, ~15–35 µs of latency on these VMs when the woken thread's CPU is idle (perf sched; the raw floor " +
+		"unpinned against pinned). Go marshals the request and unmarshals the answer as upstream does; the core's own " +
+		"part is ~106,000 instructions, a third of them the check of the request's bytes, the rest the reply decoded " +
+		"and merged and the answer encoded. What would close it: the caller reading the reply itself, and a cheaper " +
+		"check (1. below)"
 	limitsValidator = "the boundary, as for one plugin alone, and the default validator's share: ~36,000 instructions " +
 		"(the pod and the container as the validator reads them taken from the request's bytes, the checks), where " +
 		"upstream's builtin validator reads its Go objects"
