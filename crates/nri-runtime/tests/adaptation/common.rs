@@ -30,6 +30,8 @@ pub struct Recorded {
     pub invocations: Mutex<Vec<(String, String, bool)>>,
     /// (plugin, op, latency)
     pub latencies: Mutex<Vec<(String, String, Duration)>>,
+    /// The name of the thread each latency was recorded on.
+    pub latency_threads: Mutex<Vec<Option<String>>>,
     pub adjustments: Mutex<Vec<Adjustments>>,
     /// Every plugin count reported, in order.
     pub counts: Mutex<Vec<usize>>,
@@ -52,6 +54,11 @@ impl Metrics for TestMetrics {
             .lock()
             .unwrap()
             .push((plugin.to_string(), op.to_string(), latency));
+        self.0
+            .latency_threads
+            .lock()
+            .unwrap()
+            .push(std::thread::current().name().map(str::to_string));
     }
     fn record_plugin_adjustments(
         &self,

@@ -191,3 +191,48 @@ async fn metrics_count_invocations_latency_adjustments_and_plugins() {
     assert_eq!(changes.last(), Some(&1));
     assert!(changes.ends_with(&[1, 2, 1]), "plugin counts {counts:?}");
 }
+
+/// An event that waits for one plugin is polled where its caller waits, so
+/// its metrics are recorded on the caller's thread; one that waits for
+/// several runs on the adaptation's own thread, and records them there.
+#[tokio::test]
+async fn metrics_are_recorded_where_the_event_runs() {
+    let h = Harness::start().await;
+    h.nri.start().await.unwrap();
+    let plugin = || TestPlugin::adjusting(|_| Ok((Default::default(), vec![])));
+    let first = h.connect("first", "10", plugin());
+    h.wait_plugins(1).await;
+    let threads = || h.metrics.latency_threads.lock().unwrap().clone();
+    let ops = || h.metrics.latencies.lock().unwrap().len();
+
+    let before = ops();
+    h.nri
+        .create_container(create_req("pod", "c1"))
+        .await
+        .unwrap();
+    let caller = std::thread::current().name().map(str::to_string);
+    assert_ne!(caller.as_deref(), Some("nri-adaptation"));
+    assert_eq!(ops(), before + 1);
+    assert_eq!(
+        threads().last(),
+        Some(&caller),
+        "one plugin: the caller's thread"
+    );
+
+    let second = h.connect("second", "20", plugin());
+    h.wait_plugins(2).await;
+    let before = ops();
+    h.nri
+        .create_container(create_req("pod", "c2"))
+        .await
+        .unwrap();
+    assert_eq!(ops(), before + 2);
+    let core = Some("nri-adaptation".to_string());
+    assert_eq!(
+        threads()[before..],
+        [core.clone(), core],
+        "two plugins: the core's thread"
+    );
+    first.stop();
+    second.stop();
+}

@@ -336,3 +336,44 @@ async fn concurrent_writers_keep_each_message_contiguous() {
         assert!(go.is_drained());
     }
 }
+
+/// A message completed while nothing is queued goes on the trunk from the
+/// thread that wrote it: here the runtime's tasks, the writer task among
+/// them, never run between the write and the peer's read. (The runtime
+/// runs once before, for its driver to see the socket writable, as the
+/// core's thread does at all times.)
+#[test]
+fn a_message_written_while_nothing_is_queued_needs_no_writer_task() {
+    use std::pin::Pin;
+    use std::task::{Context, Poll, Waker};
+    use tokio::io::AsyncWrite;
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (a, mut peer) = std::os::unix::net::UnixStream::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    let entered = rt.enter();
+    let mux = crate::mux::Mux::new(
+        tokio::net::UnixStream::from_std(a).unwrap(),
+        Options::default(),
+    );
+    drop(entered);
+    rt.block_on(async { tokio::time::sleep(std::time::Duration::from_millis(20)).await });
+    let mut conn = mux.open(1).unwrap();
+    let msg = ttrpc_msg(1, 1, &pattern(3, 100));
+    let mut cx = Context::from_waker(Waker::noop());
+    match Pin::new(&mut conn).poll_write(&mut cx, &msg) {
+        Poll::Ready(Ok(n)) => assert_eq!(n, msg.len()),
+        other => panic!("the write was not taken: {other:?}"),
+    }
+    assert_eq!(conn.unsent(), 0, "nothing left for the writer task");
+    peer.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut got = vec![0u8; 8 + msg.len()];
+    peer.read_exact(&mut got)
+        .expect("the message is on the trunk without the runtime running");
+    assert_eq!(&got[..8], &encode_header(1, msg.len()));
+    assert_eq!(&got[8..], &msg[..]);
+}
