@@ -468,8 +468,10 @@ typedef struct nri_metrics {
 
 /**
  * Told about a plugin using a deprecated NRI feature: `deprecation` is
- * `NRI_DEPRECATION_*`, `plugin` the plugin's `idx-name`. Runs on the
- * adaptation's thread: keep it quick and do not call the library from it.
+ * `NRI_DEPRECATION_*`, `plugin` the plugin's `idx-name`. Runs where the
+ * event runs: on the adaptation's thread or, for an event that waits for
+ * one plugin, on the thread that called the event. Keep it quick and do
+ * not call the library from it.
  */
 typedef void (*nri_deprecation_fn)(void *user_data,
                                    nri_deprecation deprecation,

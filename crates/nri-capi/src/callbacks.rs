@@ -6,7 +6,9 @@
 //! builtin handlers) run on the adaptation's blocking-thread pool, never on
 //! the thread driving plugin I/O: a sync callback calls `nri_sync_cb_call`,
 //! which needs that thread to talk to the plugins. Metrics and deprecation
-//! callbacks run on the adaptation's thread and must be quick and must not
+//! callbacks run where the event runs (the adaptation's thread, or for an
+//! event that waits for one plugin the thread that called it, as upstream
+//! calls them from the event's goroutine) and must be quick and must not
 //! call the library.
 
 use std::ffi::{c_char, c_void};

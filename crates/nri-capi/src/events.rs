@@ -309,8 +309,9 @@ pub unsafe extern "C" fn nri_adaptation_create_container(
         // SAFETY: nri_adaptation_create_container's contract: `req` holds
         // `len` bytes (NULL if `len` is 0).
         let bytes = unsafe { bytes(CreateContainerRequest::NAME, req, len) }?;
-        // Decoded and answered on the core's thread; plugins get the
-        // caller's bytes as they are (see `create_container_wire`).
+        // Decoded and answered where the event runs (on this thread for
+        // one plugin); plugins get the caller's bytes as they are (see
+        // `create_container_wire`).
         let r = block_on(a.inner.create_container_wire(bytes.to_vec()))?;
         rsp.write(nri_buffer::from_vec(r));
         Ok(())

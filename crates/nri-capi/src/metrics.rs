@@ -181,8 +181,10 @@ impl Metrics for FfiMetrics {
 }
 
 /// Told about a plugin using a deprecated NRI feature: `deprecation` is
-/// `NRI_DEPRECATION_*`, `plugin` the plugin's `idx-name`. Runs on the
-/// adaptation's thread: keep it quick and do not call the library from it.
+/// `NRI_DEPRECATION_*`, `plugin` the plugin's `idx-name`. Runs where the
+/// event runs: on the adaptation's thread or, for an event that waits for
+/// one plugin, on the thread that called the event. Keep it quick and do
+/// not call the library from it.
 pub type nri_deprecation_fn = Option<
     unsafe extern "C" fn(
         user_data: *mut c_void,

@@ -166,7 +166,8 @@ impl std::fmt::Display for Deprecation {
 }
 
 /// Told about plugins using deprecated features (upstream
-/// `DeprecationRecorder`), once per plugin, feature and event.
+/// `DeprecationRecorder`), once per plugin, feature and event, where the
+/// event runs (see [`Metrics`]).
 pub trait DeprecationRecorder: Send + Sync + 'static {
     fn plugin_warning(&self, deprecation: Deprecation, plugin: &str, details: &str);
 }
