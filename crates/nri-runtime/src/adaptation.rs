@@ -130,10 +130,7 @@ impl Adaptation {
         let _cancel_on_drop = AbortOnDrop(task.abort_handle());
         match task.await {
             Ok(res) => res,
-            Err(e) if e.is_panic() => Err(Error::Start(format!(
-                "NRI adaptation task panicked: {}",
-                panic_message(e.into_panic())
-            ))),
+            Err(e) if e.is_panic() => Err(task_panicked(e.into_panic())),
             Err(_) => Err(Error::NotRunning),
         }
     }
@@ -167,13 +164,9 @@ impl Adaptation {
             // A stop waits for the event lock, which the event holds to
             // its end, so the runtime entered outlives the event.
             let entered = Entered { handle, f };
-            match futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(entered)).await {
-                Ok(res) => res,
-                Err(p) => Err(Error::Start(format!(
-                    "NRI adaptation task panicked: {}",
-                    panic_message(p)
-                ))),
-            }
+            futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(entered))
+                .await
+                .unwrap_or_else(|p| Err(task_panicked(p)))
         }
     }
 
@@ -530,9 +523,13 @@ impl Drop for AbortOnDrop {
     }
 }
 
-fn panic_message(p: Box<dyn std::any::Any + Send>) -> String {
-    p.downcast_ref::<&str>()
+/// A panic of a task or event, wherever it was polled, as the runtime is
+/// told of it.
+fn task_panicked(p: Box<dyn std::any::Any + Send>) -> Error {
+    let message = p
+        .downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".to_string())
+        .unwrap_or_else(|| "unknown panic".to_string());
+    Error::Start(format!("NRI adaptation task panicked: {message}"))
 }

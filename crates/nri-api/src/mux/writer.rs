@@ -69,11 +69,7 @@ impl Trunk {
         let mut cx = Context::from_waker(Waker::noop());
         let mut next = 0;
         while next < bufs.len() {
-            let slices: Vec<IoSlice<'_>> = bufs[next..]
-                .iter()
-                .take(MAX_SLICES)
-                .map(|b| IoSlice::new(b))
-                .collect();
+            let slices = io_slices(&bufs[next..]);
             let n = match w.as_mut().poll_write_vectored(&mut cx, &slices) {
                 Poll::Ready(Ok(n)) if n > 0 => n,
                 _ => break,
@@ -88,9 +84,22 @@ impl Trunk {
         self.queued += 1;
     }
 
+    /// The writer task put `units` queued units on the trunk.
+    fn unqueued(&mut self, units: usize) {
+        self.queued -= units;
+    }
+
     pub(crate) fn close(&mut self) {
         self.w = None;
     }
+}
+
+/// The first buffers of `bufs`, as many as one vectored write takes.
+fn io_slices(bufs: &[Bytes]) -> Vec<IoSlice<'_>> {
+    bufs.iter()
+        .take(MAX_SLICES)
+        .map(|b| IoSlice::new(b))
+        .collect()
 }
 
 /// Drops `n` written bytes from the front of `bufs[next..]`; returns the
@@ -187,7 +196,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut rx: UnboundedReceiver<Unit>) {
             Ok(()) => {
                 // The connections may write themselves again once nothing
                 // of theirs waits here.
-                shared.trunk().queued -= batch.len();
+                shared.trunk().unqueued(batch.len());
                 batch.drain(..).for_each(|u| u.owner.written(u.len));
             }
             Err(e) => {
@@ -212,12 +221,7 @@ where
     let mut next = 0;
     while next < bufs.len() {
         let n = if w.is_write_vectored() {
-            let slices: Vec<IoSlice<'_>> = bufs[next..]
-                .iter()
-                .take(MAX_SLICES)
-                .map(|b| IoSlice::new(b))
-                .collect();
-            w.write_vectored(&slices).await?
+            w.write_vectored(&io_slices(&bufs[next..])).await?
         } else {
             w.write(&bufs[next]).await?
         };
