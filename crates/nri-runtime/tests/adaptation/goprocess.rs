@@ -57,17 +57,31 @@ impl Drop for GoPlugin {
     }
 }
 
+/// The Go plugin copied into the harness's directory: a checkout under a
+/// directory only its owner may enter (`mktemp -d`) would keep other users
+/// from executing the one in `target/`.
+pub fn go_plugin_for_others(h: &Harness) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let copy = h.dir.path().join("nri-test-plugin");
+    if !copy.exists() {
+        std::fs::copy(go_plugin(), &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    copy
+}
+
 impl GoPlugin {
     /// Starts `idx-name` against the harness's socket with `script` (its
     /// `log` is set here). The script goes in a file: it may be megabytes.
     /// The same name may be started more than once in one harness.
     pub fn start(h: &Harness, name: &str, idx: &str, script: Value) -> GoPlugin {
-        GoPlugin::spawn(h, name, idx, script, |_| {})
+        GoPlugin::spawn(h, go_plugin(), name, idx, script, |_| {})
     }
 
     /// [`start`](Self::start) as another user: the process runs with `uid`
     /// and `gid` (the caller must be root, and the harness's directory and
-    /// socket open to them).
+    /// socket open to them). It runs the copy [`go_plugin_for_others`]
+    /// makes, which other users can reach wherever the checkout lies.
     pub fn start_as(
         h: &Harness,
         name: &str,
@@ -77,13 +91,14 @@ impl GoPlugin {
         gid: u32,
     ) -> GoPlugin {
         use std::os::unix::process::CommandExt;
-        GoPlugin::spawn(h, name, idx, script, |cmd| {
+        GoPlugin::spawn(h, &go_plugin_for_others(h), name, idx, script, |cmd| {
             cmd.uid(uid).gid(gid);
         })
     }
 
     fn spawn(
         h: &Harness,
+        bin: &Path,
         name: &str,
         idx: &str,
         mut script: Value,
@@ -97,7 +112,7 @@ impl GoPlugin {
         std::fs::write(&script_path, script.to_string()).unwrap();
         let stderr_path = h.dir.path().join(format!("{tag}.stderr"));
         let stderr = std::fs::File::create(&stderr_path).unwrap();
-        let mut cmd = Command::new(go_plugin());
+        let mut cmd = Command::new(bin);
         cmd.stderr(stderr)
             .arg("-socket")
             .arg(&h.socket)

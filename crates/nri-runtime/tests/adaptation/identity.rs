@@ -10,7 +10,7 @@ use nri_runtime::{IdentityPolicy, Options};
 use serde_json::json;
 
 use crate::common::*;
-use crate::goprocess::{go_plugin, GoPlugin};
+use crate::goprocess::{go_plugin_for_others, GoPlugin};
 
 /// The user a policy admits, and one it does not.
 const ADMITTED: u32 = 65534;
@@ -98,7 +98,7 @@ async fn a_name_bound_to_a_user_is_refused_to_other_users() {
     assert_eq!(id.pid, Some(admitted.pid() as i32));
     assert_eq!(
         id.executable.as_deref(),
-        Some(go_plugin().canonicalize().unwrap().as_path())
+        Some(go_plugin_for_others(&h).canonicalize().unwrap().as_path())
     );
     assert!(id.cgroup.is_some());
 }
