@@ -497,12 +497,31 @@ int fixture_teardown(void **state)
         kill(f->child, SIGKILL);
         waitpid(f->child, NULL, 0);
     }
+    while (f->nkept > 0) {
+        f->nkept--;
+        if (f->kept[f->nkept].release)
+            f->kept[f->nkept].release(f->kept[f->nkept].mem);
+        free(f->kept[f->nkept].mem);
+    }
     recorder_destroy(&f->rec);
     recorder_destroy(&f->rec2);
     runtime_destroy(&f->rt);
     tmp_remove(&f->dir);
     test_free(f);
     return th_teardown(state);
+}
+
+void *fixture_keep(fixture *f, size_t size, void (*release)(void *))
+{
+    assert_true(f->nkept < (int)(sizeof f->kept / sizeof f->kept[0]));
+    /* Not test_calloc: cmocka frees what a test allocated and did not free
+     * as soon as the test function is done, before the teardown. */
+    void *mem = calloc(1, size);
+    assert_non_null(mem);
+    f->kept[f->nkept].mem = mem;
+    f->kept[f->nkept].release = release;
+    f->nkept++;
+    return mem;
 }
 
 void fixture_external(fixture *f)

@@ -151,6 +151,11 @@ typedef struct fixture {
     nri_options *opts;      /* until fixture_new consumes them */
     nri_adaptation *a;
     int child;              /* a plugin process to kill at the end, or 0 */
+    struct {
+        void *mem;
+        void (*release)(void *);
+    } kept[8];              /* fixture_keep's, released in teardown */
+    int nkept;
 } fixture;
 
 int fixture_setup(void **state);
@@ -164,5 +169,12 @@ void fixture_add(fixture *f, recorder *r, const char *name, const char *index, i
 nri_adaptation *fixture_new(fixture *f);
 /* fixture_new and nri_adaptation_start, asserting success. */
 nri_adaptation *fixture_start(fixture *f);
+/* Zeroed memory for whatever the adaptation's callbacks or a plugin's
+ * thread use, kept until teardown, where `release` (if not NULL) runs on
+ * it once the adaptation is freed. A failed assertion leaves the test
+ * function at once (cmocka longjmps to its runner), so such state must not
+ * live on the test's stack: the teardown that frees the adaptation would
+ * call back into a dead frame. */
+void *fixture_keep(fixture *f, size_t size, void (*release)(void *));
 
 #endif

@@ -116,49 +116,49 @@ static void metrics_see_every_plugin_call(void **state)
 {
     fixture *f = *state;
     recorder *rec = &f->rec;
-    metrics_seen m;
+    metrics_seen *m = fixture_keep(f, sizeof *m, NULL);
     nri_error *err = NULL;
-    seen_init(&m);
+    seen_init(m);
     rec->env_key = "FROM_C";
     rec->env_value = "metrics";
     rec->update_ctr = "other";
     rec->update_shares = 10;
 
-    nri_metrics table = all_metrics(&m);
+    nri_metrics table = all_metrics(m);
     assert_ok(nri_options_set_metrics(f->opts, &table, &err), &err);
     /* The table is copied: changing ours afterwards changes nothing. */
     table.invocation = NULL;
     fixture_add(f, rec, "rec", "10", 0);
     nri_adaptation *a = fixture_start(f);
-    assert_int_equal(m.plugin_count, 1);
+    assert_int_equal(m->plugin_count, 1);
 
     pb req = { 0 };
     nri_buffer rsp = { 0 };
     msg_container_request(&req, "pod0", "ctr0", "ctr0");
     /* Synchronize reported its updates (and no adjustment) already. */
-    assert_int_equal(m.adjustments, 1);
-    assert_true(m.adjust_was_null);
-    assert_int_equal(m.adjust_updates, 1);
-    int before = m.invocations;
+    assert_int_equal(m->adjustments, 1);
+    assert_true(m->adjust_was_null);
+    assert_int_equal(m->adjust_updates, 1);
+    int before = m->invocations;
     assert_ok(nri_adaptation_create_container(a, req.data, req.len, &rsp, &err), &err);
     nri_buffer_free(&rsp);
     /* CreateContainer, then ValidateContainerAdjustment. */
-    assert_true(m.invocations >= before + 2);
-    assert_true(m.latencies >= 2);
-    assert_true(m.last_nanos > 0);
-    assert_int_equal(m.adjustments, 2);
-    assert_false(m.adjust_was_null);
-    assert_string_equal(m.adjust_env, "metrics");
-    assert_int_equal(m.adjust_updates, 1);
+    assert_true(m->invocations >= before + 2);
+    assert_true(m->latencies >= 2);
+    assert_true(m->last_nanos > 0);
+    assert_int_equal(m->adjustments, 2);
+    assert_false(m->adjust_was_null);
+    assert_string_equal(m->adjust_env, "metrics");
+    assert_int_equal(m->adjust_updates, 1);
 
     /* UpdateContainer has updates but never an adjustment: NULL. */
     assert_ok(nri_adaptation_update_container(a, req.data, req.len, &rsp, &err), &err);
     nri_buffer_free(&rsp);
-    assert_int_equal(m.adjustments, 3);
-    assert_true(m.adjust_was_null);
-    assert_string_equal(m.last_plugin, "10-rec");
-    assert_string_equal(m.last_op, "UpdateContainer");
-    assert_string_equal(m.last_error, "");
+    assert_int_equal(m->adjustments, 3);
+    assert_true(m->adjust_was_null);
+    assert_string_equal(m->last_plugin, "10-rec");
+    assert_string_equal(m->last_op, "UpdateContainer");
+    assert_string_equal(m->last_error, "");
     pb_free(&req);
 
     /* A failed call is an invocation with its error. */
@@ -167,25 +167,25 @@ static void metrics_see_every_plugin_call(void **state)
     msg_pod_request(&req, "pod0");
     assert_fails(nri_adaptation_run_pod_sandbox(a, req.data, req.len, &err), &err,
                  NRI_STATUS_PLUGIN_FAILED, "pod refused");
-    assert_int_equal(m.failed_invocations, 1);
-    assert_string_equal(m.last_op, "RunPodSandbox");
-    assert_non_null(strstr(m.last_error, "pod refused"));
+    assert_int_equal(m->failed_invocations, 1);
+    assert_string_equal(m->last_op, "RunPodSandbox");
+    assert_non_null(strstr(m->last_error, "pod refused"));
     pb_free(&req);
-    assert_true(m.off_main > 0);
+    assert_true(m->off_main > 0);
 
-    assert_int_equal(m.freed, 0);
+    assert_int_equal(m->freed, 0);
     nri_adaptation_free(a);
     f->a = NULL;
-    assert_int_equal(m.freed, 1);
+    assert_int_equal(m->freed, 1);
 }
 
 static void metrics_callbacks_may_be_null(void **state)
 {
     fixture *f = *state;
-    metrics_seen m;
+    metrics_seen *m = fixture_keep(f, sizeof *m, NULL);
     nri_error *err = NULL;
-    seen_init(&m);
-    nri_metrics none = { NULL, NULL, NULL, NULL, &m, on_free };
+    seen_init(m);
+    nri_metrics none = { NULL, NULL, NULL, NULL, m, on_free };
     assert_ok(nri_options_set_metrics(f->opts, &none, &err), &err);
     fixture_add(f, &f->rec, "rec", "10", 0);
     nri_adaptation *a = fixture_start(f);
@@ -197,60 +197,62 @@ static void metrics_callbacks_may_be_null(void **state)
     pb_free(&req);
     nri_adaptation_free(a);
     f->a = NULL;
-    assert_int_equal(m.freed, 1);
+    assert_int_equal(m->freed, 1);
 }
 
 static void deprecation_recorder_hears_of_state_change(void **state)
 {
     fixture *f = *state;
-    metrics_seen m;
+    metrics_seen *m = fixture_keep(f, sizeof *m, NULL);
     nri_error *err = NULL;
     char sock[512];
-    seen_init(&m);
+    seen_init(m);
 
     fixture_external(f);
-    assert_ok(nri_options_set_deprecation_recorder(f->opts, on_deprecation, &m, on_free, &err),
+    assert_ok(nri_options_set_deprecation_recorder(f->opts, on_deprecation, m, on_free, &err),
               &err);
     nri_adaptation *a = fixture_start(f);
 
     /* An old plugin: subscribed to RunPodSandbox, without its RPC. */
-    wire_plugin old = { .name = "oldie", .idx = "10",
-                        .events = EVENT_BIT(NRI_BUILTIN_OP_RUN_POD_SANDBOX),
-                        .unimplemented = EVENT_BIT(NRI_BUILTIN_OP_RUN_POD_SANDBOX) };
+    wire_plugin *old = fixture_keep(f, sizeof *old, wire_plugin_release);
+    old->name = "oldie";
+    old->idx = "10";
+    old->events = EVENT_BIT(NRI_BUILTIN_OP_RUN_POD_SANDBOX);
+    old->unimplemented = EVENT_BIT(NRI_BUILTIN_OP_RUN_POD_SANDBOX);
     tmp_join(sock, sizeof sock, &f->dir, "nri.sock");
-    assert_int_equal(wire_plugin_start(&old, sock), 0);
+    assert_int_equal(wire_plugin_start(old, sock), 0);
     /* Registered and synchronized through the runtime's sync callback. */
     assert_true(runtime_wait(&f->rt, &f->rt.syncs, 2, WAIT_MS));
-    assert_int_equal(atomic_load(&old.registered), 1);
+    assert_int_equal(atomic_load(&old->registered), 1);
 
     pb req = { 0 };
     msg_pod_request(&req, "pod0");
     /* The plugin becomes active once its sync returned: until then, the
      * event does not reach it. */
-    for (int i = 0; i < WAIT_MS / 20 && atomic_load(&old.state_changes) == 0; i++) {
+    for (int i = 0; i < WAIT_MS / 20 && atomic_load(&old->state_changes) == 0; i++) {
         assert_ok(nri_adaptation_run_pod_sandbox(a, req.data, req.len, &err), &err);
-        if (atomic_load(&old.state_changes) == 0)
+        if (atomic_load(&old->state_changes) == 0)
             sleep_ms(20);
     }
-    assert_int_equal(atomic_load(&old.state_changes), 1);
-    assert_int_equal(m.deprecations, 1);
-    assert_int_equal(m.deprecation, NRI_DEPRECATION_STATE_CHANGE);
-    assert_string_equal(m.dep_plugin, "10-oldie");
-    assert_non_null(strstr(m.dep_details, "RunPodSandbox"));
+    assert_int_equal(atomic_load(&old->state_changes), 1);
+    assert_int_equal(m->deprecations, 1);
+    assert_int_equal(m->deprecation, NRI_DEPRECATION_STATE_CHANGE);
+    assert_string_equal(m->dep_plugin, "10-oldie");
+    assert_non_null(strstr(m->dep_details, "RunPodSandbox"));
     /* Where the event ran: one plugin's on the thread that called it. */
-    assert_int_equal(m.off_main, 0);
+    assert_int_equal(m->off_main, 0);
 
     /* Told once per plugin and event; StateChange goes on being used. */
     assert_ok(nri_adaptation_run_pod_sandbox(a, req.data, req.len, &err), &err);
-    assert_int_equal(atomic_load(&old.state_changes), 2);
-    assert_int_equal(m.deprecations, 1);
+    assert_int_equal(atomic_load(&old->state_changes), 2);
+    assert_int_equal(m->deprecations, 1);
     pb_free(&req);
 
     nri_adaptation_free(a);
     f->a = NULL;
-    wire_plugin_stop(&old);
-    assert_int_equal(atomic_load(&old.protocol_errors), 0);
-    assert_int_equal(m.freed, 1);
+    wire_plugin_stop(old);
+    assert_int_equal(atomic_load(&old->protocol_errors), 0);
+    assert_int_equal(m->freed, 1);
 }
 
 static void bad_tables_are_refused_and_user_data_finalized(void **state)
@@ -327,19 +329,18 @@ static int audit_records(audit_seen *s)
 static void audit_callback_and_file_get_each_record(void **state)
 {
     fixture *f = *state;
-    audit_seen s;
+    audit_seen *s = fixture_keep(f, sizeof *s, NULL);
     nri_error *err = NULL;
     char path[512];
-    memset(&s, 0, sizeof s);
-    s.magic = MAGIC;
-    pthread_mutex_init(&s.lock, NULL);
+    s->magic = MAGIC;
+    pthread_mutex_init(&s->lock, NULL);
 
     assert_fails(nri_options_set_audit_callback(NULL, on_audit, NULL, NULL, &err), &err,
                  NRI_STATUS_INVALID_ARGUMENT, "options");
-    assert_fails(nri_options_set_audit_callback(f->opts, NULL, &s, on_audit_free, &err), &err,
+    assert_fails(nri_options_set_audit_callback(f->opts, NULL, s, on_audit_free, &err), &err,
                  NRI_STATUS_INVALID_ARGUMENT, "record");
-    assert_int_equal(s.freed, 1);
-    s.freed = 0;
+    assert_int_equal(s->freed, 1);
+    s->freed = 0;
     assert_fails(nri_options_set_audit_file(f->opts, NULL, &err), &err,
                  NRI_STATUS_INVALID_ARGUMENT, "path");
     assert_fails(nri_options_set_audit_record_limit(f->opts, 10, &err), &err,
@@ -348,7 +349,7 @@ static void audit_callback_and_file_get_each_record(void **state)
                  NRI_STATUS_INVALID_ARGUMENT, "options");
 
     tmp_join(path, sizeof path, &f->dir, "audit.jsonl");
-    assert_ok(nri_options_set_audit_callback(f->opts, on_audit, &s, on_audit_free, &err), &err);
+    assert_ok(nri_options_set_audit_callback(f->opts, on_audit, s, on_audit_free, &err), &err);
     assert_ok(nri_options_set_audit_file(f->opts, path, &err), &err);
     assert_ok(nri_options_set_audit_env_values(f->opts, true, &err), &err);
     assert_ok(nri_options_set_audit_record_limit(f->opts, 4096, &err), &err);
@@ -363,29 +364,34 @@ static void audit_callback_and_file_get_each_record(void **state)
     assert_ok(nri_adaptation_create_container(a, req.data, req.len, &rsp, &err), &err);
     nri_buffer_free(&rsp);
     pb_free(&req);
-    for (int i = 0; i < WAIT_MS / 10 && audit_records(&s) == 0; i++)
+    for (int i = 0; i < WAIT_MS / 10 && audit_records(s) == 0; i++)
         sleep_ms(10);
-    assert_int_equal(audit_records(&s), 1);
-    pthread_mutex_lock(&s.lock);
-    assert_int_equal(s.bad_len, 0);
-    assert_non_null(strstr(s.last, "\"event\":\"CreateContainer\""));
-    assert_non_null(strstr(s.last, "{\"container\":\"ctr0\",\"field\":\"Env\",\"key\":\"TOKEN\","
-                                   "\"plugin\":\"10-rec\"}"));
-    assert_non_null(strstr(s.last, "{\"key\":\"TOKEN\",\"value\":\"s3cr3t\"}"));
-    assert_non_null(strstr(s.last, "{\"name\":\"10-rec\",\"origin\":\"builtin\"}"));
-    pthread_mutex_unlock(&s.lock);
+    assert_int_equal(audit_records(s), 1);
+    /* Copied under the lock, asserted outside it: a failed assertion goes
+     * on to the teardown, which frees the adaptation and so takes the lock. */
+    char last[sizeof s->last];
+    pthread_mutex_lock(&s->lock);
+    int bad_len = s->bad_len;
+    memcpy(last, s->last, sizeof last);
+    pthread_mutex_unlock(&s->lock);
+    assert_int_equal(bad_len, 0);
+    assert_non_null(strstr(last, "\"event\":\"CreateContainer\""));
+    assert_non_null(strstr(last, "{\"container\":\"ctr0\",\"field\":\"Env\",\"key\":\"TOKEN\","
+                                 "\"plugin\":\"10-rec\"}"));
+    assert_non_null(strstr(last, "{\"key\":\"TOKEN\",\"value\":\"s3cr3t\"}"));
+    assert_non_null(strstr(last, "{\"name\":\"10-rec\",\"origin\":\"builtin\"}"));
 
     nri_adaptation_free(a);
     f->a = NULL;
-    assert_int_equal(s.freed, 1);
+    assert_int_equal(s->freed, 1);
     char *text = read_file(path);
     assert_non_null(text);
     size_t n = strlen(text);
     assert_true(n > 0 && text[n - 1] == '\n');
     text[n - 1] = '\0';
-    assert_string_equal(text, s.last);
+    assert_string_equal(text, s->last);
     free(text);
-    pthread_mutex_destroy(&s.lock);
+    pthread_mutex_destroy(&s->lock);
 }
 
 int main(void)

@@ -438,15 +438,19 @@ static void plugin_identities_admit_only_what_the_policy_names(void **state)
     assert_ok(nri_options_set_plugin_identities(f->opts, policy, &err), &err);
     fixture_start(f);
     tmp_join(sock, sizeof sock, &f->dir, "nri.sock");
-    wire_plugin barred = { .name = "barred", .idx = "10" };
-    wire_plugin admitted = { .name = "admitted", .idx = "20" };
-    assert_int_equal(wire_plugin_start(&barred, sock), 0);
-    assert_int_equal(wire_plugin_start(&admitted, sock), 0);
+    wire_plugin *barred = fixture_keep(f, sizeof *barred, wire_plugin_release);
+    wire_plugin *admitted = fixture_keep(f, sizeof *admitted, wire_plugin_release);
+    barred->name = "barred";
+    barred->idx = "10";
+    admitted->name = "admitted";
+    admitted->idx = "20";
+    assert_int_equal(wire_plugin_start(barred, sock), 0);
+    assert_int_equal(wire_plugin_start(admitted, sock), 0);
     /* The start's sync, then the admitted plugin's. */
     assert_true(runtime_wait(&f->rt, &f->rt.syncs, 2, WAIT_MS));
     assert_false(runtime_wait(&f->rt, &f->rt.syncs, 3, 200));
-    assert_int_equal(atomic_load(&admitted.registered), 1);
-    assert_int_equal(atomic_load(&barred.registered), 0);
+    assert_int_equal(atomic_load(&admitted->registered), 1);
+    assert_int_equal(atomic_load(&barred->registered), 0);
 
     /* Who the admitted plugin is: this process. (It is active once the
      * sync callback has returned, a moment after it counted the sync.) */
@@ -472,8 +476,8 @@ static void plugin_identities_admit_only_what_the_policy_names(void **state)
     nri_buffer_free(&id);
     nri_adaptation_free(f->a);
     f->a = NULL;
-    wire_plugin_stop(&barred);
-    wire_plugin_stop(&admitted);
+    wire_plugin_stop(barred);
+    wire_plugin_stop(admitted);
 }
 
 

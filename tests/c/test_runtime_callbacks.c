@@ -115,11 +115,16 @@ static void update_callback_gets_the_plugins_request(void **state)
     interop_with_updates(f, record, sizeof record);
     assert_true(runtime_wait(&f->rt, &f->rt.updates, 1, WAIT_MS));
     assert_true(wait_for_text(record, "\"UpdateContainersResult\"", WAIT_MS));
+    /* Asserted outside the lock, which the teardown may need. */
     pthread_mutex_lock(&f->rt.lock);
-    assert_string_equal(f->rt.update_ctr, "ctr0");
-    assert_int_equal(f->rt.update_shares, 123);
-    assert_int_equal(f->rt.off_main, 2); /* the sync and this update */
+    char ctr[sizeof f->rt.update_ctr];
+    memcpy(ctr, f->rt.update_ctr, sizeof ctr);
+    uint64_t shares = f->rt.update_shares;
+    int off_main = f->rt.off_main;
     pthread_mutex_unlock(&f->rt.lock);
+    assert_string_equal(ctr, "ctr0");
+    assert_int_equal(shares, 123);
+    assert_int_equal(off_main, 2); /* the sync and this update */
     /* An untouched reply is a success with no failed updates. */
     assert_true(wait_for_text(record, "\"failed\":0", WAIT_MS));
 }

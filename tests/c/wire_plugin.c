@@ -196,6 +196,7 @@ int wire_plugin_start(wire_plugin *p, const char *socket_path)
     pb_free(&req);
     if (rc < 0 || pthread_create(&p->thread, NULL, run, p) != 0)
         goto fail;
+    p->running = 1;
     return 0;
 fail:
     close(p->fd);
@@ -205,10 +206,16 @@ fail:
 
 void wire_plugin_stop(wire_plugin *p)
 {
-    if (p->fd < 0)
+    if (!p->running)
         return;
     shutdown(p->fd, SHUT_RDWR);
     pthread_join(p->thread, NULL);
     close(p->fd);
     p->fd = -1;
+    p->running = 0;
+}
+
+void wire_plugin_release(void *p)
+{
+    wire_plugin_stop(p);
 }

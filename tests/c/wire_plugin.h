@@ -23,12 +23,17 @@ typedef struct wire_plugin {
     atomic_int protocol_errors;
     /* Private. */
     int fd;
+    int running;                /* started and not yet stopped */
     pthread_t thread;
 } wire_plugin;
 
 /* Connects to the runtime's socket, registers, and serves until stopped or
  * disconnected; 0 on success. */
 int wire_plugin_start(wire_plugin *p, const char *socket_path);
+/* Hangs up and joins the plugin's thread; does nothing for a plugin that
+ * is not running, so it may be called again, or on a zeroed one. */
 void wire_plugin_stop(wire_plugin *p);
+/* wire_plugin_stop for fixture_keep (harness.h). */
+void wire_plugin_release(void *p);
 
 #endif
