@@ -168,6 +168,10 @@ pub(crate) async fn create_container(
         Some(s) => CreateResult::new(s),
         None => CreateResult::new(req.decoded_part_mut()?),
     };
+    // A stand-in is never read; without validators, neither are the owners.
+    if stand_in.is_some() && validators.is_empty() {
+        result.read_by_reply_only();
+    }
     let mut verdicts = Vec::new();
     let outcome = async {
         // The pristine (normalized) container, before any plugin touches

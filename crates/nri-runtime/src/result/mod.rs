@@ -90,6 +90,7 @@ pub struct CreateResult {
     owners: OwningPlugins,
     reply: CreateContainerResponse,
     update_index: HashMap<String, usize>,
+    reply_only: bool,
 }
 
 impl CreateResult {
@@ -105,7 +106,18 @@ impl CreateResult {
                 ..Default::default()
             },
             update_index: HashMap::new(),
+            reply_only: false,
         }
+    }
+
+    /// Tells the merge that only its reply will be read: not the container
+    /// [`apply`](Self::apply) writes into (a [`stand_in`](Self::stand_in)),
+    /// nor [`owners`](Self::owners), and that one plugin at most adjusts
+    /// (no validator, no audit log). A plugin's annotations then become the
+    /// reply's without being claimed or mirrored one by one; the reply is
+    /// the same.
+    pub fn read_by_reply_only(&mut self) {
+        self.reply_only = true;
     }
 
     /// Whether `req` has every part [`new`](Self::new) would add, so that
@@ -164,6 +176,7 @@ impl CreateResult {
                 claims: Claims::new(&mut self.owners, &ctr_id, plugin),
                 ctr: container,
                 reply: self.reply.adjust.mut_or_insert_default(),
+                reply_only: self.reply_only,
             }
             .apply(adjust)?;
         }

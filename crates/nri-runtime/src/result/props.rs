@@ -922,6 +922,40 @@ fn first_conflict(keys: &MapKeys) -> Option<String> {
 }
 
 proptest! {
+    #![proptest_config(config(300))]
+
+    /// One plugin's merge into a stand-in that only its reply reads (as
+    /// one plugin without validators is merged) answers as its merge into
+    /// the container itself.
+    #[test]
+    fn a_merge_read_by_its_reply_only_answers_the_same(ctr in ctr(), adj in adj()) {
+        let mut req = CreateContainerRequest {
+            container: MessageField::some(to_container(&ctr)),
+            ..Default::default()
+        };
+        let mut result = CreateResult::new(&mut req);
+        let full = result
+            .apply(&mut req, PLUGINS[0], to_reply(&adj))
+            .map(|()| result.into_response());
+
+        let mut stand_in = CreateResult::stand_in(req.container.id.clone());
+        let mut result = CreateResult::new(&mut stand_in);
+        result.read_by_reply_only();
+        let short = result
+            .apply(&mut stand_in, PLUGINS[0], to_reply(&adj))
+            .map(|()| result.into_response());
+
+        match (full, short) {
+            (Ok(want), Ok(got)) => prop_assert_eq!(got, want),
+            (Err(want), Err(got)) => prop_assert_eq!(got.to_string(), want.to_string()),
+            (want, got) => {
+                return Err(TestCaseError::fail(format!("full {want:?}, reply only {got:?}")));
+            }
+        }
+    }
+}
+
+proptest! {
     #![proptest_config(config(150))]
 
     #[test]
