@@ -67,7 +67,7 @@ const (
 		"core's thread, which reads it and hands the result to the caller's: one thread wake-up upstream does not " +
 		"have, ~15–35 µs of latency on these VMs when the woken thread's CPU is idle (perf sched; the raw floor " +
 		"unpinned against pinned). Go marshals the request and unmarshals the answer as upstream does; the core's own " +
-		"part is ~106,000 instructions, a third of them the check of the request's bytes, the rest the reply decoded " +
+		"part is ~101,000 instructions, over a third of them the check of the request's bytes, the rest the reply decoded " +
 		"and merged and the answer encoded. What would close it: the caller reading the reply itself, and a cheaper " +
 		"check (1. below)"
 	limitsValidator = "the boundary, as for one plugin alone, and the default validator's share: ~36,000 instructions " +
@@ -75,8 +75,9 @@ const (
 		"upstream's builtin validator reads its Go objects"
 	limitsWasm = "the module runs in wasmi, an interpreter with fuel metering for the deadline (see \"WASM plugins\" " +
 		"below), where wazero compiles it; the core's own part is as for one ttrpc plugin"
-	limitsLarge = "the 3.3 MB reply is decoded by the core, merged, encoded again and decoded by go/adaptation: two more " +
-		"passes over it than upstream's single decode"
+	limitsLarge = "the 3.3 MB reply is decoded by the core and the merged reply encoded again and decoded by " +
+		"go/adaptation, where upstream decodes once; decoding it into rust-protobuf's owned strings and maps is most " +
+		"of the core's part (5. below)"
 	limitsHop = "rust-protobuf decoding, encoding again and freeing the container (the pod stays encoded), malloc/free " +
 		"(over a quarter), the copies of each request and reply between the mux and the ttrpc client, and tokio's wake-ups"
 	limitsPluginCPU = "the plugin's side of each hop is mostly the kernel's wake-ups and the Rust stub's own decode of " +
