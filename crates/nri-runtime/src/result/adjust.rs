@@ -66,26 +66,13 @@ impl Adjuster<'_> {
         &mut self,
         annotations: HashMap<String, String>,
     ) -> Result<(), ConflictError> {
-        // When only the reply is read, and it has no annotation yet, the
-        // plugin's annotations are the reply's as they are, unless one is a
-        // removal (whose marker's value the merge empties): moved, not
-        // copied, claimed and mirrored key by key, which is most of the
-        // work of a reply with thousands of them. (No claim can conflict:
-        // the keys of one map are distinct.)
-        if self.reply_only
-            && self.reply.annotations.is_empty()
-            && annotations.keys().all(|k| marked_for_removal(k).is_none())
-        {
-            steps(annotations.len());
-            self.reply.annotations = annotations;
-            return Ok(());
-        }
         merge_map(
             &mut self.claims,
             Field::Annotations,
             annotations,
             &mut self.ctr.annotations,
             &mut self.reply.annotations,
+            self.reply_only,
         )
     }
 
@@ -170,6 +157,7 @@ impl Adjuster<'_> {
             memory_policy,
             ..
         } = linux;
+        let reply_only = self.reply_only;
         let claims = &mut self.claims;
         let ctr = self.ctr.linux.mut_or_insert_default();
         let reply = self.reply.linux.mut_or_insert_default();
@@ -224,6 +212,7 @@ impl Adjuster<'_> {
             sysctl,
             &mut ctr.sysctl,
             &mut reply.sysctl,
+            reply_only,
         )?;
         // Upstream's marker value is a nil message; an empty one here.
         merge_map(
@@ -232,6 +221,7 @@ impl Adjuster<'_> {
             net_devices,
             &mut ctr.net_devices,
             &mut reply.net_devices,
+            reply_only,
         )?;
         replace(
             claims,
@@ -298,17 +288,30 @@ const RESERVE_FROM: usize = 32;
 /// marker (with an empty value) in the reply before the new value.
 /// QUIRK: a removal alone only puts its marker in the reply; it deletes
 /// nothing from the container or the reply.
+///
+/// With `reply_only` (nothing reads `ctr` or the claims after this merge,
+/// [`CreateResult::read_by_reply_only`]) a map without removals going into
+/// a reply that has none of the field yet is the reply's as it is: moved,
+/// not claimed, copied and mirrored key by key, which is most of the work
+/// of a reply with thousands of keys. (No claim could conflict: the keys of
+/// one map are distinct. A removal's marker gets an empty value, so a map
+/// with one takes the full merge.)
 pub(super) fn merge_map<V: Clone + Default>(
     claims: &mut Claims<'_>,
     field: Field,
     incoming: HashMap<String, V>,
     ctr: &mut HashMap<String, V>,
     reply: &mut HashMap<String, V>,
+    reply_only: bool,
 ) -> Result<(), ConflictError> {
     if incoming.is_empty() {
         return Ok(());
     }
     steps(incoming.len());
+    if reply_only && reply.is_empty() && incoming.keys().all(|k| marked_for_removal(k).is_none()) {
+        *reply = incoming;
+        return Ok(());
+    }
     let (removals, mut sets): (Vec<_>, Vec<_>) = incoming
         .into_iter()
         .partition(|(key, _)| marked_for_removal(key).is_some());

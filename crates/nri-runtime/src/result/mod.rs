@@ -113,9 +113,9 @@ impl CreateResult {
     /// Tells the merge that only its reply will be read: not the container
     /// [`apply`](Self::apply) writes into (a [`stand_in`](Self::stand_in)),
     /// nor [`owners`](Self::owners), and that one plugin at most adjusts
-    /// (no validator, no audit log). A plugin's annotations then become the
-    /// reply's without being claimed or mirrored one by one; the reply is
-    /// the same.
+    /// (no validator, no audit log). A plugin's maps (annotations, sysctls,
+    /// network devices) then become the reply's without being claimed or
+    /// mirrored key by key; the reply is the same.
     pub fn read_by_reply_only(&mut self) {
         self.reply_only = true;
     }
