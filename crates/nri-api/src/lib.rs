@@ -30,6 +30,7 @@ pub mod ttrpc {
 }
 
 mod adjust;
+pub mod envelope;
 pub mod event;
 pub mod mux;
 pub mod optional;

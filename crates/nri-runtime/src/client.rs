@@ -27,16 +27,16 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use log::debug;
+use nri_api::envelope::{
+    decode_response, discard, encode_request, oversized, read_envelope, Header,
+    MESSAGE_TYPE_RESPONSE,
+};
 use nri_api::mux::{Conn, TTRPC_HEADER_LEN, TTRPC_MESSAGE_LENGTH_MAX};
 use protobuf::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::oneshot;
 
 use super::sync::SERVICE;
-
-/// ttrpc's message types (the ninth byte of its header).
-const MESSAGE_TYPE_REQUEST: u8 = 1;
-const MESSAGE_TYPE_RESPONSE: u8 = 2;
 
 /// What the reader hands a call: the reply's bytes, or why there are none.
 type Reply = ttrpc::Result<Vec<u8>>;
@@ -96,7 +96,7 @@ impl PluginConn {
     ) -> ttrpc::Result<Vec<u8>> {
         let timeout_nano = ttrpc::context::with_duration(timeout).timeout_nano;
         let stream = self.shared.next_stream.fetch_add(2, Ordering::Relaxed);
-        let message = encode_request(stream, method, payload, timeout_nano)?;
+        let message = encode_request(stream, SERVICE, method, payload, timeout_nano)?;
         let (tx, rx) = oneshot::channel();
         let waiting = self.shared.wait_for(stream, tx)?;
         {
@@ -216,9 +216,9 @@ async fn read_until_failure(shared: &Weak<Shared>, rd: &mut ReadHalf<Conn>) -> t
         if let Err(e) = rd.read_exact(&mut head).await {
             return socket(e);
         }
-        let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
-        let stream = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
-        let kind = head[8];
+        let Header {
+            len, stream, kind, ..
+        } = Header::parse(&head);
         if len > TTRPC_MESSAGE_LENGTH_MAX {
             // As ttrpc-rust: the body is read and dropped, and the call
             // fails with the status Go's ttrpc would send.
@@ -229,14 +229,9 @@ async fn read_until_failure(shared: &Weak<Shared>, rd: &mut ReadHalf<Conn>) -> t
             deliver(shared, stream, Err(ttrpc::Error::RpcStatus(status)));
             continue;
         }
-        let mut body = Vec::with_capacity(len);
-        while body.len() < len {
-            let left = (len - body.len()) as u64;
-            match (&mut *rd).take(left).read_buf(&mut body).await {
-                Ok(0) => return socket(std::io::ErrorKind::UnexpectedEof.into()),
-                Ok(_) => {}
-                Err(e) => return socket(e),
-            }
+        let mut body = Vec::new();
+        if let Err(e) = read_envelope(rd, &mut body, len).await {
+            return socket(e);
         }
         match kind {
             MESSAGE_TYPE_RESPONSE => deliver(shared, stream, Ok(body)),
@@ -257,84 +252,6 @@ fn deliver(shared: &Weak<Shared>, stream: u32, reply: Reply) {
     if let Some(shared) = shared.upgrade() {
         shared.answer(stream, reply);
     }
-}
-
-/// Reads `len` bytes and drops them, 64 KiB at a time.
-async fn discard(rd: &mut ReadHalf<Conn>, len: usize) -> std::io::Result<()> {
-    let mut sink = vec![0u8; len.min(64 << 10)];
-    let mut left = len;
-    while left > 0 {
-        let n = left.min(sink.len());
-        rd.read_exact(&mut sink[..n]).await?;
-        left -= n;
-    }
-    Ok(())
-}
-
-/// ttrpc's words for a message over its limit, Go's and ttrpc-rust's alike.
-fn oversized(len: usize) -> String {
-    format!("message length {len} exceed maximum message size of {TTRPC_MESSAGE_LENGTH_MAX}")
-}
-
-/// A ttrpc request message: its header, then the `ttrpc.Request` envelope
-/// (service, method, payload, timeout), encoded as rust-protobuf encodes
-/// it, in one buffer.
-fn encode_request(
-    stream: u32,
-    method: &str,
-    payload: &[u8],
-    timeout_nano: i64,
-) -> ttrpc::Result<Vec<u8>> {
-    let len = envelope_len(method, payload, timeout_nano);
-    if len > TTRPC_MESSAGE_LENGTH_MAX {
-        return Err(ttrpc::Error::Others(oversized(len)));
-    }
-    let mut buf = Vec::with_capacity(TTRPC_HEADER_LEN + len);
-    buf.extend_from_slice(&(len as u32).to_be_bytes());
-    buf.extend_from_slice(&stream.to_be_bytes());
-    buf.extend_from_slice(&[MESSAGE_TYPE_REQUEST, 0]);
-    let mut os = protobuf::CodedOutputStream::vec(&mut buf);
-    let encoded = (|| {
-        os.write_string(1, SERVICE)?;
-        os.write_string(2, method)?;
-        if !payload.is_empty() {
-            os.write_bytes(3, payload)?;
-        }
-        if timeout_nano != 0 {
-            os.write_int64(4, timeout_nano)?;
-        }
-        os.flush()
-    })();
-    drop(os);
-    encoded.map_err(|e| ttrpc::Error::Others(format!("Encoding request {e}")))?;
-    debug_assert_eq!(buf.len(), TTRPC_HEADER_LEN + len);
-    Ok(buf)
-}
-
-/// The encoded size of the envelope [`encode_request`] writes.
-fn envelope_len(method: &str, payload: &[u8], timeout_nano: i64) -> usize {
-    use protobuf::rt::compute_raw_varint64_size as varint;
-    let field = |n: usize| 1 + varint(n as u64) as usize + n;
-    let mut len = field(SERVICE.len()) + field(method.len());
-    if !payload.is_empty() {
-        len += field(payload.len());
-    }
-    if timeout_nano != 0 {
-        len += 1 + varint(timeout_nano as u64) as usize;
-    }
-    len
-}
-
-/// The payload of a `ttrpc.Response`, or its status if that is not OK.
-fn decode_response(bytes: &[u8]) -> ttrpc::Result<Vec<u8>> {
-    let rsp = ttrpc::Response::parse_from_bytes(bytes)
-        .map_err(|e| ttrpc::Error::Others(format!("Unpack response error {e}")))?;
-    if let Some(status) = rsp.status.into_option() {
-        if status.code() != ttrpc::Code::OK {
-            return Err(ttrpc::Error::RpcStatus(status));
-        }
-    }
-    Ok(rsp.payload)
 }
 
 #[cfg(test)]

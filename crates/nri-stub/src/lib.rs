@@ -23,6 +23,7 @@
 extern crate self as nri_stub;
 
 mod plugin;
+mod server;
 mod service;
 
 /// The NRI protocol types, re-exported so a plugin needs one dependency.
@@ -382,7 +383,8 @@ pub struct Stub<P> {
 /// One live connection to the runtime.
 struct Session {
     mux: Mux,
-    server: ttrpc::r#async::Server,
+    /// Stops serving when dropped.
+    _server: server::Server,
 }
 
 impl Stub<()> {
@@ -414,7 +416,10 @@ impl<P: Plugin> Stub<P> {
         let mux = Mux::new(mux::UnixTrunk::new(stream), mux::Options::default());
         match self.handshake(&mux).await {
             Ok(server) => {
-                *self.session_lock() = Some(Session { mux, server });
+                *self.session_lock() = Some(Session {
+                    mux,
+                    _server: server,
+                });
                 info!("started plugin {}", self.shared.full_name());
                 Ok(())
             }
@@ -496,7 +501,8 @@ impl<P: Plugin> Stub<P> {
         self.shared.lock().runtime = None;
         let session = self.session_lock().take();
         if let Some(session) = session {
-            close_session(session).await;
+            // The session's server stops as it is dropped here.
+            session.mux.close();
         }
     }
 
@@ -534,7 +540,7 @@ impl<P: Plugin> Stub<P> {
 
     /// Serves the Plugin service on conn 1, registers over conn 2 and waits
     /// for Configure.
-    async fn handshake(&self, mux: &Mux) -> Result<ttrpc::r#async::Server, StubError> {
+    async fn handshake(&self, mux: &Mux) -> Result<server::Server, StubError> {
         let setup = |e: &dyn std::fmt::Display| StubError::Setup(e.to_string());
         let plugin_conn = mux.open(mux::PLUGIN_SERVICE_CONN).map_err(|e| setup(&e))?;
         let runtime_conn = mux.open(mux::RUNTIME_SERVICE_CONN).map_err(|e| setup(&e))?;
@@ -546,11 +552,7 @@ impl<P: Plugin> Stub<P> {
             self.events,
             configured_tx,
         );
-        let listener = plugin_conn.into_ttrpc_listener();
-        let mut server = ttrpc::r#async::Server::new()
-            .add_listener(listener)
-            .register_service(api::ttrpc::create_plugin(Arc::new(service)));
-        server.start().await.map_err(|e| setup(&e))?;
+        let server = server::Server::start(plugin_conn, service);
 
         let client =
             ttrpc::r#async::Client::new(ttrpc::r#async::transport::Socket::new(runtime_conn));
@@ -597,26 +599,13 @@ impl<P: Plugin> Stub<P> {
             }
         }
         .await;
-        match result {
-            Ok(()) => Ok(server),
-            Err(e) => {
-                let _ = server.shutdown().await;
-                Err(e)
-            }
-        }
+        result.map(|()| server)
     }
 }
 
 /// Reads the stop flag without holding the watch guard across an await.
 fn stopped(stop: &watch::Receiver<bool>) -> bool {
     *stop.borrow()
-}
-
-async fn close_session(mut session: Session) {
-    session.mux.close();
-    if let Err(e) = session.server.shutdown().await {
-        warn!("plugin server shutdown: {e}");
-    }
 }
 
 /// Adopts the socket fd the runtime passed in `NRI_PLUGIN_SOCKET`.

@@ -3,10 +3,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use async_trait::async_trait;
 use log::{debug, error, info};
 use tokio::sync::oneshot;
-use ttrpc::r#async::TtrpcContext;
 
 use super::plugin::{ConfigureInfo, HandlerError, Plugin};
 use super::Shared;
@@ -74,11 +72,11 @@ fn handler_failure(err: HandlerError) -> ttrpc::Error {
     ttrpc::Error::RpcStatus(ttrpc::get_status(ttrpc::Code::UNKNOWN, err.to_string()))
 }
 
-#[async_trait]
-impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
-    async fn configure(
+/// The Plugin service's methods, called by the server (`server.rs`) with
+/// the decoded request.
+impl<P: Plugin> Service<P> {
+    pub(crate) async fn configure(
         &self,
-        _ctx: &TtrpcContext,
         req: api::ConfigureRequest,
     ) -> ttrpc::Result<api::ConfigureResponse> {
         info!(
@@ -121,9 +119,8 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
         }
     }
 
-    async fn synchronize(
+    pub(crate) async fn synchronize(
         &self,
-        _ctx: &TtrpcContext,
         req: api::SynchronizeRequest,
     ) -> ttrpc::Result<api::SynchronizeResponse> {
         let api::SynchronizeRequest {
@@ -163,14 +160,13 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
         })
     }
 
-    async fn shutdown(&self, _ctx: &TtrpcContext, _req: api::Empty) -> ttrpc::Result<api::Empty> {
+    pub(crate) async fn shutdown(&self, _req: api::Empty) -> ttrpc::Result<api::Empty> {
         self.plugin.shutdown().await;
         Ok(api::Empty::new())
     }
 
-    async fn run_pod_sandbox(
+    pub(crate) async fn run_pod_sandbox(
         &self,
-        _ctx: &TtrpcContext,
         req: api::RunPodSandboxRequest,
     ) -> ttrpc::Result<api::RunPodSandboxResponse> {
         self.plugin
@@ -180,9 +176,8 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
         Ok(Default::default())
     }
 
-    async fn update_pod_sandbox(
+    pub(crate) async fn update_pod_sandbox(
         &self,
-        _ctx: &TtrpcContext,
         req: api::UpdatePodSandboxRequest,
     ) -> ttrpc::Result<api::UpdatePodSandboxResponse> {
         self.plugin
@@ -196,9 +191,8 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
         Ok(Default::default())
     }
 
-    async fn post_update_pod_sandbox(
+    pub(crate) async fn post_update_pod_sandbox(
         &self,
-        _ctx: &TtrpcContext,
         req: api::PostUpdatePodSandboxRequest,
     ) -> ttrpc::Result<api::PostUpdatePodSandboxResponse> {
         self.plugin
@@ -208,9 +202,8 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
         Ok(Default::default())
     }
 
-    async fn stop_pod_sandbox(
+    pub(crate) async fn stop_pod_sandbox(
         &self,
-        _ctx: &TtrpcContext,
         req: api::StopPodSandboxRequest,
     ) -> ttrpc::Result<api::StopPodSandboxResponse> {
         self.plugin
@@ -220,9 +213,8 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
         Ok(Default::default())
     }
 
-    async fn remove_pod_sandbox(
+    pub(crate) async fn remove_pod_sandbox(
         &self,
-        _ctx: &TtrpcContext,
         req: api::RemovePodSandboxRequest,
     ) -> ttrpc::Result<api::RemovePodSandboxResponse> {
         self.plugin
@@ -232,9 +224,8 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
         Ok(Default::default())
     }
 
-    async fn create_container(
+    pub(crate) async fn create_container(
         &self,
-        _ctx: &TtrpcContext,
         req: api::CreateContainerRequest,
     ) -> ttrpc::Result<api::CreateContainerResponse> {
         let (adjust, update) = self
@@ -249,9 +240,8 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
         })
     }
 
-    async fn post_create_container(
+    pub(crate) async fn post_create_container(
         &self,
-        _ctx: &TtrpcContext,
         req: api::PostCreateContainerRequest,
     ) -> ttrpc::Result<api::PostCreateContainerResponse> {
         self.plugin
@@ -261,9 +251,8 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
         Ok(Default::default())
     }
 
-    async fn start_container(
+    pub(crate) async fn start_container(
         &self,
-        _ctx: &TtrpcContext,
         req: api::StartContainerRequest,
     ) -> ttrpc::Result<api::StartContainerResponse> {
         self.plugin
@@ -273,9 +262,8 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
         Ok(Default::default())
     }
 
-    async fn post_start_container(
+    pub(crate) async fn post_start_container(
         &self,
-        _ctx: &TtrpcContext,
         req: api::PostStartContainerRequest,
     ) -> ttrpc::Result<api::PostStartContainerResponse> {
         self.plugin
@@ -285,9 +273,8 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
         Ok(Default::default())
     }
 
-    async fn update_container(
+    pub(crate) async fn update_container(
         &self,
-        _ctx: &TtrpcContext,
         req: api::UpdateContainerRequest,
     ) -> ttrpc::Result<api::UpdateContainerResponse> {
         let update = self
@@ -301,9 +288,8 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
         })
     }
 
-    async fn post_update_container(
+    pub(crate) async fn post_update_container(
         &self,
-        _ctx: &TtrpcContext,
         req: api::PostUpdateContainerRequest,
     ) -> ttrpc::Result<api::PostUpdateContainerResponse> {
         self.plugin
@@ -313,9 +299,8 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
         Ok(Default::default())
     }
 
-    async fn stop_container(
+    pub(crate) async fn stop_container(
         &self,
-        _ctx: &TtrpcContext,
         req: api::StopContainerRequest,
     ) -> ttrpc::Result<api::StopContainerResponse> {
         let update = self
@@ -329,9 +314,8 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
         })
     }
 
-    async fn remove_container(
+    pub(crate) async fn remove_container(
         &self,
-        _ctx: &TtrpcContext,
         req: api::RemoveContainerRequest,
     ) -> ttrpc::Result<api::RemoveContainerResponse> {
         self.plugin
@@ -344,9 +328,8 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
     /// Runtimes fall back to StateChange for plugins that lack a dedicated
     /// method; a stub serving every method never needs it, but answers it
     /// for completeness with the same handlers.
-    async fn state_change(
+    pub(crate) async fn state_change(
         &self,
-        _ctx: &TtrpcContext,
         evt: api::StateChangeEvent,
     ) -> ttrpc::Result<api::Empty> {
         let (pod, ctr) = (&evt.pod, &evt.container);
@@ -366,9 +349,8 @@ impl<P: Plugin> api::ttrpc::Plugin for Service<P> {
         Ok(api::Empty::new())
     }
 
-    async fn validate_container_adjustment(
+    pub(crate) async fn validate_container_adjustment(
         &self,
-        _ctx: &TtrpcContext,
         req: api::ValidateContainerAdjustmentRequest,
     ) -> ttrpc::Result<api::ValidateContainerAdjustmentResponse> {
         // A rejection is an answer, not a failed request.

@@ -10,6 +10,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use ttrpc::r#async::{MethodHandler, Server, Service, TtrpcContext};
 
+use nri_api::envelope::MESSAGE_TYPE_REQUEST;
+
 use super::*;
 
 /// Both ends of a trunk: the runtime's connection 1 and the plugin's,
@@ -107,7 +109,7 @@ async fn a_ttrpc_rust_server_answers_every_call() {
 #[test]
 fn requests_are_encoded_as_ttrpc_rust_encodes_them() {
     for (payload, timeout_nano) in [(vec![], 0), (vec![1, 2, 3], 5), (vec![7; 300], i64::MAX)] {
-        let msg = encode_request(9, "CreateContainer", &payload, timeout_nano).unwrap();
+        let msg = encode_request(9, SERVICE, "CreateContainer", &payload, timeout_nano).unwrap();
         let want = ttrpc::Request {
             service: SERVICE.into(),
             method: "CreateContainer".into(),
@@ -215,11 +217,14 @@ async fn a_request_over_the_limit_is_never_sent() {
     match client.call("Echo", &big, TIMEOUT).await {
         Err(ttrpc::Error::Others(text)) => {
             assert!(crate::error::is_oversized_message(&text), "{text}");
-            let len = envelope_len(
-                "Echo",
-                &big,
-                ttrpc::context::with_duration(TIMEOUT).timeout_nano,
-            );
+            let len = ttrpc::Request {
+                service: SERVICE.into(),
+                method: "Echo".into(),
+                payload: big.clone(),
+                timeout_nano: ttrpc::context::with_duration(TIMEOUT).timeout_nano,
+                ..Default::default()
+            }
+            .compute_size() as usize;
             assert_eq!(text, oversized(len));
         }
         other => panic!("{other:?}"),
