@@ -18,13 +18,13 @@ async fn writing_to_a_peer_that_hung_up_fails_without_a_signal() {
     // The raw trunk: the write fails with EPIPE.
     let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
     drop(theirs);
-    let mut trunk = UnixTrunk::new(ours);
+    let mut trunk = UnixTrunk::new(ours).unwrap();
     let err = trunk.write_all(b"hello").await.unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EPIPE), "{err}");
 
     // Through the mux, as the runtime writes: the mux closes instead.
     let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
-    let mux = Mux::new(UnixTrunk::new(ours), mux::Options::default());
+    let mux = Mux::new(UnixTrunk::new(ours).unwrap(), mux::Options::default());
     let mut conn = mux.open(RUNTIME_SERVICE_CONN).unwrap();
     drop(theirs);
     let written = async {

@@ -266,8 +266,11 @@ pub(crate) async fn connect(
         .received_message_limit(MAX_UNREGISTERED_MESSAGE)
         .conn_buffer_limit(2 * (mux::TTRPC_HEADER_LEN + MAX_UNREGISTERED_MESSAGE))
         .receive_budget(Arc::clone(&core.unregistered));
-    let mux = Mux::new(mux::UnixTrunk::new(stream), unregistered);
     let setup = |e: &dyn std::fmt::Display| Error::Start(format!("plugin connection setup: {e}"));
+    let mux = Mux::new(
+        mux::UnixTrunk::new(stream).map_err(|e| setup(&e))?,
+        unregistered,
+    );
 
     let client = PluginConn::new(mux.open(mux::PLUGIN_SERVICE_CONN).map_err(|e| setup(&e))?);
     let (registered_tx, registered_rx) = oneshot::channel();

@@ -39,7 +39,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use log::{info, warn};
-use tokio::net::UnixStream;
 use tokio::sync::{oneshot, watch};
 
 pub use plugin::{ConfigureInfo, HandlerError, HandlerResult, Plugin};
@@ -412,8 +411,7 @@ impl<P: Plugin> Stub<P> {
     /// closes or [`Stub::stop`] is called. Not to be called concurrently.
     pub async fn start(&self) -> Result<(), StubError> {
         self.close().await;
-        let stream = self.connect()?;
-        let mux = Mux::new(mux::UnixTrunk::new(stream), mux::Options::default());
+        let mux = Mux::new(self.connect()?, mux::Options::default());
         match self.handshake(&mux).await {
             Ok(server) => {
                 *self.session_lock() = Some(Session {
@@ -506,8 +504,8 @@ impl<P: Plugin> Stub<P> {
         }
     }
 
-    fn connect(&self) -> Result<UnixStream, StubError> {
-        let std_stream = match self
+    fn connect(&self) -> Result<mux::UnixTrunk, StubError> {
+        let stream = match self
             .connection
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -532,10 +530,7 @@ impl<P: Plugin> Stub<P> {
                 )?,
             },
         };
-        std_stream
-            .set_nonblocking(true)
-            .and_then(|()| UnixStream::from_std(std_stream))
-            .map_err(|e| StubError::Setup(e.to_string()))
+        mux::UnixTrunk::from_std(stream).map_err(|e| StubError::Setup(e.to_string()))
     }
 
     /// Serves the Plugin service on conn 1, registers over conn 2 and waits

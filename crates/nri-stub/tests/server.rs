@@ -92,7 +92,7 @@ struct Peer {
 /// The runtime's mux: it may send messages over ttrpc's limit.
 fn runtime_mux(stream: tokio::net::UnixStream) -> Mux {
     let lax = mux::Options::default().max_message_payload(2 * TTRPC_MESSAGE_LENGTH_MAX);
-    Mux::new(mux::UnixTrunk::new(stream), lax)
+    Mux::new(mux::UnixTrunk::new(stream).unwrap(), lax)
 }
 
 struct Registrar(mpsc::UnboundedSender<()>);
@@ -154,7 +154,7 @@ async fn ttrpc_rust_peer() -> Peer {
     let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
     let mux = runtime_mux(theirs);
     let conn = mux.open(mux::PLUGIN_SERVICE_CONN).unwrap();
-    let plugin_mux = Mux::new(mux::UnixTrunk::new(ours), mux::Options::default());
+    let plugin_mux = Mux::new(mux::UnixTrunk::new(ours).unwrap(), mux::Options::default());
     let behaviour = Arc::new(Behaviour {
         release: Semaphore::new(0),
     });

@@ -18,9 +18,9 @@ use super::*;
 /// whose mux sends messages over ttrpc's limit too.
 fn trunk() -> (Mux, Conn, Mux, Conn) {
     let (a, b) = UnixStream::pair().unwrap();
-    let runtime = Mux::new(mux::UnixTrunk::new(a), mux::Options::default());
+    let runtime = Mux::new(mux::UnixTrunk::new(a).unwrap(), mux::Options::default());
     let lax = mux::Options::default().max_message_payload(2 * TTRPC_MESSAGE_LENGTH_MAX);
-    let plugin = Mux::new(mux::UnixTrunk::new(b), lax);
+    let plugin = Mux::new(mux::UnixTrunk::new(b).unwrap(), lax);
     let (rc, pc) = (
         runtime.open(PLUGIN_SERVICE_CONN).unwrap(),
         plugin.open(PLUGIN_SERVICE_CONN).unwrap(),
