@@ -40,11 +40,13 @@ NRI_VERSION := $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\
 # size without it and the core faster (docs/PERFORMANCE.md, "The release
 # profile"). Every release build of the library goes through this.
 RELEASE_LIB = $(CARGO) rustc --release -p nri-capi --lib --crate-type staticlib
-# The Rust bench plugin is linked statically, as plugins ship
-# (plugins/deploy) and as the Go bench plugin is built (CGO_ENABLED=0), so
-# that the two stubs' footprints compare like with like rather than one
-# program against another plus the dynamic loader and shared libc.
-BENCH_PLUGIN = $(CARGO) rustc --release -p nri-test-tools --bin nri-bench-plugin -- -C target-feature=+crt-static
+# The Rust bench plugin is built as plugins ship (plugins/deploy: the
+# plugin profile, linked statically) and as the Go bench plugin is built
+# (CGO_ENABLED=0), so that the two stubs' footprints compare like with like
+# rather than one program against another plus the dynamic loader and
+# shared libc.
+BENCH_PLUGIN = $(CARGO) rustc --profile plugin -p nri-test-tools --bin nri-bench-plugin -- -C target-feature=+crt-static
+BENCH_RUST_PLUGIN = $(TARGET_DIR)/plugin/nri-bench-plugin
 
 LINT_PHONY := lint lint-rust lint-go lint-sh lint-docs lint-deny
 .PHONY: $(LINT_PHONY) fuzz fuzz-corpus provenance pkgconfig install test-install all build demo demo-go example test test-rust test-go test-c conformance upstream-check e2e e2e-containerd e2e-crio bench bench-run soak soak-run header check-header fmt clean
@@ -267,7 +269,7 @@ bench-run:
 	@# cgo does not track libnri.a: remove the program so it is linked afresh.
 	rm -f $(BENCH_DIR)/nri-bench
 	cd go/tests && $(GO) build -o $(BENCH_DIR)/nri-bench ./bench
-	$(BENCH_DIR)/nri-bench -bin $(TARGET_DIR)/release -goplugin $(BENCH_DIR)/goplugin -wasmplugin $(BENCH_DIR)/plugin.wasm \
+	$(BENCH_DIR)/nri-bench -bin $(TARGET_DIR)/release -rustplugin $(BENCH_RUST_PLUGIN) -goplugin $(BENCH_DIR)/goplugin -wasmplugin $(BENCH_DIR)/plugin.wasm \
 	  -out docs/performance.json -doc docs/PERFORMANCE.md -png docs/performance.png $(BENCH_FLAGS)
 
 ## soak: 100,000 pod and container lifecycles with churn (plugin restarts,
@@ -290,9 +292,9 @@ soak-run:
 	cd go/tests && $(GO) build -o $(BENCH_DIR)/nri-bench ./bench
 	@# Each process exits non-zero only for a failed nri-rs run; upstream's
 	@# problems are reported in the results.
-	$(BENCH_DIR)/nri-bench -soak full -soak-impls upstream -bin $(TARGET_DIR)/release -goplugin $(BENCH_DIR)/goplugin \
+	$(BENCH_DIR)/nri-bench -soak full -soak-impls upstream -bin $(TARGET_DIR)/release -rustplugin $(BENCH_RUST_PLUGIN) -goplugin $(BENCH_DIR)/goplugin \
 	  -soak-out $(BENCH_DIR)/soak-upstream.json $(SOAK_FLAGS) & up=$$!; \
-	$(BENCH_DIR)/nri-bench -soak full -soak-impls nri-rs -bin $(TARGET_DIR)/release -goplugin $(BENCH_DIR)/goplugin \
+	$(BENCH_DIR)/nri-bench -soak full -soak-impls nri-rs -bin $(TARGET_DIR)/release -rustplugin $(BENCH_RUST_PLUGIN) -goplugin $(BENCH_DIR)/goplugin \
 	  -soak-out $(BENCH_DIR)/soak-nri-rs.json $(SOAK_FLAGS); rc=$$?; wait $$up; \
 	$(BENCH_DIR)/nri-bench -soak-merge $(BENCH_DIR)/soak-nri-rs.json,$(BENCH_DIR)/soak-upstream.json \
 	  -soak-out docs/soak.json -soak-doc docs/RELIABILITY.md -soak-png docs/soak.png && exit $$rc

@@ -56,11 +56,21 @@ type results struct {
 	Targets      []target     `json:"targets"`
 }
 
+// rustPluginOf is the Rust bench plugin to run: the one given, else the
+// one beside the core.
+func rustPluginOf(given, bin string) string {
+	if given != "" {
+		return given
+	}
+	return bin + "/nri-bench-plugin"
+}
+
 func main() {
 	runChild()
 
 	var (
-		bin        = flag.String("bin", "target/release", "directory with nri-bench-plugin and nri-bench-core")
+		bin        = flag.String("bin", "target/release", "directory with nri-bench-core (and nri-bench-plugin, unless -rustplugin)")
+		rustPlugin = flag.String("rustplugin", "", "the Rust stub bench plugin, built as plugins ship (default: -bin's nri-bench-plugin)")
 		goPlugin   = flag.String("goplugin", "", "the Go stub bench plugin (go/tests/bench/goplugin), built")
 		wasmPlugin = flag.String("wasmplugin", "", "the WASM plugin (go/tests/wasm/plugin) built for wasip1; without it no WASM case")
 		out        = flag.String("out", "performance.json", "results file (JSON)")
@@ -118,7 +128,7 @@ func main() {
 		}
 		defer os.RemoveAll(tmp)
 		req := newRequests()
-		h := &harness{bins: binaries{goPlugin: *goPlugin, rustPlugin: *bin + "/nri-bench-plugin", core: *bin + "/nri-bench-core"},
+		h := &harness{bins: binaries{goPlugin: *goPlugin, rustPlugin: rustPluginOf(*rustPlugin, *bin), core: *bin + "/nri-bench-core"},
 			req: req, tmp: tmp, verbose: *verbose}
 		r := runSoak(h, s, strings.Split(*soakImpls, ","))
 		if err := writeSoak(r, *soakOut, *soakDoc, *soakPNG); err != nil {
@@ -152,7 +162,7 @@ func main() {
 	s.Configs = *configs
 	s.LayoutPlugins = *layoutPlug
 	s.Wasm = *wasmPlugin != ""
-	res, err := run(s, binaries{goPlugin: *goPlugin, rustPlugin: *bin + "/nri-bench-plugin", core: *bin + "/nri-bench-core",
+	res, err := run(s, binaries{goPlugin: *goPlugin, rustPlugin: rustPluginOf(*rustPlugin, *bin), core: *bin + "/nri-bench-core",
 		wasmPlugin: *wasmPlugin},
 		*verbose, !*noLayouts, !*noInstr && !*smoke)
 	if err != nil {
