@@ -164,7 +164,7 @@ func markdown(r *results, resultsName, pngRel string) string {
 	w("(release staticlib) in turn; every round of every case starts a fresh adaptation and fresh plugin processes, and ")
 	w("the configurations take turns going first from round to round. Plugins are separate processes connecting to the ")
 	w("runtime's socket: `go/tests/bench/goplugin` on upstream's Go stub and `nri-bench-plugin` on nri-rs's Rust stub, doing ")
-	w("the same work, both linked statically as plugins ship (`make bench` builds them so). Each figure is the **median over rounds** of that round's figure: latency percentiles of the ")
+	w("the same work, both linked statically as plugins ship, the Rust one with the `plugin` profile (`make bench` builds them so). Each figure is the **median over rounds** of that round's figure: latency percentiles of the ")
 	w("operations, runtime-side CPU per operation (getrusage of the runtime process around the loop, so Go GC and the ")
 	w("core's thread are included), Go heap allocations per operation (`runtime.MemStats.Mallocs`; the Rust core's own ")
 	w("allocations are not Go allocations), and the growth of the runtime process's peak RSS over the loop. ")

@@ -65,11 +65,10 @@ const (
 		"side's own marshalling"
 	limitsOneHop = "the boundary: the request leaves from the Go caller's thread, but the plugin's answer wakes the " +
 		"core's thread, which reads it and hands the result to the caller's: one thread wake-up upstream does not " +
-		"have, ~15–35 µs of latency on these VMs when the woken thread's CPU is idle (perf sched; the raw floor " +
-		"unpinned against pinned). Go marshals the request and unmarshals the answer as upstream does; the core's own " +
-		"part is ~101,000 instructions, over a third of them the check of the request's bytes, the rest the reply decoded " +
-		"and merged and the answer encoded. What would close it: the caller reading the reply itself, and a cheaper " +
-		"check (1. below)"
+		"have, dear on these VMs when the woken thread's CPU is idle (perf sched; the raw floor unpinned against " +
+		"pinned). Go marshals the request and unmarshals the answer as upstream does; the core's own part is ~100,000 " +
+		"instructions, over a third of them the check of the request's bytes, the rest the reply decoded and merged " +
+		"and the answer encoded. What would close it: the caller reading the reply itself, and a cheaper check (1. below)"
 	limitsValidator = "the boundary, as for one plugin alone, and the default validator's share: ~36,000 instructions " +
 		"(the pod and the container as the validator reads them taken from the request's bytes, the checks), where " +
 		"upstream's builtin validator reads its Go objects"
@@ -80,10 +79,12 @@ const (
 		"of the core's part (5. below)"
 	limitsHop = "rust-protobuf decoding, encoding again and freeing the container (the pod stays encoded), malloc/free " +
 		"(over a quarter), the copies of each request and reply between the mux and the ttrpc client, and tokio's wake-ups"
-	limitsPluginCPU = "the plugin's side of each hop is mostly the kernel's wake-ups and the Rust stub's own decode of " +
-		"the request, which a Go stub pays too"
-	limitsRSS = "VmRSS of the static plugin is mostly its own machine code (~1.7 of 2.2 MiB: the kernel faults in " +
-		"64 KiB around each page touched); private memory (RssAnon) is below the limit"
+	limitsPluginCPU = "about 40 % of the Rust plugin's CPU is the kernel's (one wake-up, one read and one write per " +
+		"event); of its ~214,000 instructions per event three quarters are rust-protobuf decoding the request into " +
+		"owned strings, maps and boxes and freeing them, glibc's malloc and free a third of all. What would close it: " +
+		"a decoder that borrows the request's strings, which the stub's handler API (owned messages) does not allow"
+	limitsRSS = "VmRSS of the static plugin is mostly its own machine code (the kernel faults in 64 KiB around each " +
+		"page touched, so nearly all of .text is resident); private memory (RssAnon) is below the limit"
 	limitsSync = "the plugin decoding the state (57 MiB, in series; the same work under both) is most of the time: go/adaptation encodes each message while the plugin reads the one before, so of the runtime's own encoding only the first message's and the objects' sizes are not overlapped"
 )
 
