@@ -61,8 +61,10 @@ func fmtVal(v float64, unit string) string {
 const (
 	limitsBoundary = "with more than one plugin, an external validator or the audit log, the core decodes the request's " +
 		"container (rust-protobuf: ~130,000 instructions, frees included; the pod stays encoded unless a validator, the " +
-		"audit log or a builtin plugin reads it) and encodes the answer, work upstream does not have, besides the Go " +
-		"side's own marshalling"
+		"audit log or a builtin plugin reads it), encodes it again for each later plugin and encodes the answer, work " +
+		"upstream does not have, besides the Go side's own marshalling, which is upstream's. What would close it: " +
+		"patching the container's bytes between plugins instead of encoding it again, and a decoder that borrows the " +
+		"request's strings (4. below)"
 	limitsOneHop = "the boundary: the request leaves from the Go caller's thread, but the plugin's answer wakes the " +
 		"core's thread, which reads it and hands the result to the caller's: one thread wake-up upstream does not " +
 		"have, dear on these VMs when the woken thread's CPU is idle (perf sched; the raw floor unpinned against " +
@@ -73,12 +75,16 @@ const (
 		"(the pod and the container as the validator reads them taken from the request's bytes, the checks), where " +
 		"upstream's builtin validator reads its Go objects"
 	limitsWasm = "the module runs in wasmi, an interpreter with fuel metering for the deadline (see \"WASM plugins\" " +
-		"below), where wazero compiles it; the core's own part is as for one ttrpc plugin"
+		"below), where wazero compiles it; the core's own part is as for one ttrpc plugin. What would close it: an " +
+		"engine that compiles (wasmtime, measured four to five times faster per call), with its compiled modules " +
+		"cached on disk"
 	limitsLarge = "the 3.3 MB reply is decoded by the core and the merged reply encoded again and decoded by " +
 		"go/adaptation, where upstream decodes once; decoding it into rust-protobuf's owned strings and maps is most " +
 		"of the core's part (5. below)"
 	limitsHop = "rust-protobuf decoding, encoding again and freeing the container (the pod stays encoded), malloc/free " +
-		"(over a quarter), the copies of each request and reply between the mux and the ttrpc client, and tokio's wake-ups"
+		"(over a quarter), the copies of each request and reply between the mux and the ttrpc client, and tokio's " +
+		"wake-ups. What would close it: patching the container's bytes between plugins instead of encoding it again, " +
+		"and a decoder that borrows the request's strings (4. below)"
 	limitsPluginCPU = "about 40 % of the Rust plugin's CPU is the kernel's (one wake-up, one read and one write per " +
 		"event); of its ~214,000 instructions per event three quarters are rust-protobuf decoding the request into " +
 		"owned strings, maps and boxes and freeing them, glibc's malloc and free a third of all. What would close it: " +
