@@ -119,7 +119,7 @@ impl GoPlugin {
             .args(["-name", name, "-idx", idx, "-script"])
             .arg(&script_path);
         setup(&mut cmd);
-        let child = cmd.spawn().unwrap();
+        let child = spawn(&mut cmd);
         GoPlugin {
             child,
             log,
@@ -152,5 +152,21 @@ impl GoPlugin {
 
     pub fn wait(&mut self) -> std::process::ExitStatus {
         self.child.wait().unwrap()
+    }
+}
+
+/// Starts `cmd`, waiting out `ETXTBSY`: a test thread copying the plugin
+/// for other users holds the copy open for writing, and so, until it
+/// execs, does every child another test thread forks meanwhile.
+fn spawn(cmd: &mut Command) -> Child {
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            started => return started.unwrap(),
+        }
     }
 }
