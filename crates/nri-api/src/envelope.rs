@@ -18,6 +18,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::mux::{TTRPC_HEADER_LEN, TTRPC_MESSAGE_LENGTH_MAX};
 
+/// The Plugin service's name on the wire, which a request names.
+pub const PLUGIN_SERVICE: &str = "nri.pkg.api.v1alpha1.Plugin";
+
 /// A request (the ninth byte of the header).
 pub const MESSAGE_TYPE_REQUEST: u8 = 1;
 /// A response.
@@ -72,10 +75,9 @@ pub fn encode_request(
     payload: &[u8],
     timeout_nano: i64,
 ) -> ttrpc::Result<Vec<u8>> {
-    let field = |n: usize| 1 + varint_len(n as u64) + n;
-    let mut len = field(service.len()) + field(method.len());
+    let mut len = field_len(service.len()) + field_len(method.len());
     if !payload.is_empty() {
-        len += field(payload.len());
+        len += field_len(payload.len());
     }
     if timeout_nano != 0 {
         len += 1 + varint_len(timeout_nano as u64);
@@ -195,12 +197,12 @@ pub fn encode_response<M: Message>(stream: u32, reply: Result<&M, &ttrpc::Status
     let status = match reply {
         Ok(m) => {
             let size = m.compute_size();
-            let len = 2 + 1 + varint_len(size) + size as usize;
+            // An empty status, then the payload.
+            let len = field_len(0) + field_len(size as usize);
             if len <= TTRPC_MESSAGE_LENGTH_MAX {
                 let mut buf = response_buf(stream, len);
                 let mut os = CodedOutputStream::vec(&mut buf);
                 let encoded = (|| {
-                    // An empty status, then the payload.
                     os.write_raw_bytes(&[0x0a, 0x00])?;
                     os.write_tag(2, protobuf::rt::WireType::LengthDelimited)?;
                     os.write_raw_varint64(size)?;
@@ -229,14 +231,16 @@ pub fn encode_response<M: Message>(stream: u32, reply: Result<&M, &ttrpc::Status
 
 /// A response carrying only `status`.
 fn encode_status(stream: u32, status: &ttrpc::Status) -> Vec<u8> {
-    let size = status.compute_size();
-    let mut len = 1 + varint_len(size) + size as usize;
+    let status_len = |s: &ttrpc::Status| field_len(s.compute_size() as usize);
+    let mut len = status_len(status);
     let mut status = Cow::Borrowed(status);
     if len > TTRPC_MESSAGE_LENGTH_MAX {
         // Only a handler's own status can be this long: say so instead.
-        let plain = ttrpc::get_status(ttrpc::Code::INVALID_ARGUMENT, oversized(len));
-        len = 1 + varint_len(plain.compute_size()) + plain.compute_size() as usize;
-        status = Cow::Owned(plain);
+        status = Cow::Owned(ttrpc::get_status(
+            ttrpc::Code::INVALID_ARGUMENT,
+            oversized(len),
+        ));
+        len = status_len(&status);
     }
     let mut buf = response_buf(stream, len);
     let mut os = CodedOutputStream::vec(&mut buf);
@@ -290,6 +294,12 @@ fn response_buf(stream: u32, len: usize) -> Vec<u8> {
     }
     .write(&mut buf);
     buf
+}
+
+/// Bytes of a length-delimited protobuf field of a one-byte tag (field
+/// numbers 1 to 15) holding `len` bytes.
+pub fn field_len(len: usize) -> usize {
+    1 + varint_len(len as u64) + len
 }
 
 fn varint_len(v: u64) -> usize {

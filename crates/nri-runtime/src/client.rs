@@ -29,14 +29,12 @@ use std::time::Duration;
 use log::debug;
 use nri_api::envelope::{
     decode_response, discard, encode_request, oversized, read_envelope, Header,
-    MESSAGE_TYPE_RESPONSE,
+    MESSAGE_TYPE_RESPONSE, PLUGIN_SERVICE,
 };
 use nri_api::mux::{Conn, TTRPC_HEADER_LEN, TTRPC_MESSAGE_LENGTH_MAX};
 use protobuf::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::sync::oneshot;
-
-use super::sync::SERVICE;
 
 /// What the reader hands a call: the reply's bytes, or why there are none.
 type Reply = ttrpc::Result<Vec<u8>>;
@@ -96,7 +94,7 @@ impl PluginConn {
     ) -> ttrpc::Result<Vec<u8>> {
         let timeout_nano = ttrpc::context::with_duration(timeout).timeout_nano;
         let stream = self.shared.next_stream.fetch_add(2, Ordering::Relaxed);
-        let message = encode_request(stream, SERVICE, method, payload, timeout_nano)?;
+        let message = encode_request(stream, PLUGIN_SERVICE, method, payload, timeout_nano)?;
         let (tx, rx) = oneshot::channel();
         let waiting = self.shared.wait_for(stream, tx)?;
         {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::task::Poll;
 
 use log::warn;
+use nri_api::envelope::{field_len, PLUGIN_SERVICE};
 use protobuf::rt::WireType;
 use protobuf::Message;
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
@@ -22,18 +23,12 @@ pub(crate) const MAX_TTRPC_MESSAGE: usize = 4 << 20;
 /// Fewest objects per message worth splitting further (upstream's floor).
 const MIN_OBJECTS_PER_MESSAGE: usize = 8;
 
-pub(crate) const SERVICE: &str = "nri.pkg.api.v1alpha1.Plugin";
 pub(crate) const METHOD: &str = "Synchronize";
-
-/// Bytes of a length-delimited protobuf field holding `len` bytes.
-fn field_size(len: usize) -> usize {
-    1 + protobuf::rt::compute_raw_varint64_size(len as u64) as usize + len
-}
 
 /// The size of the ttrpc request envelope carrying a payload of `payload` bytes.
 fn envelope_size(payload: usize) -> usize {
     // service, method, payload, and at most 11 bytes of timeout_nano.
-    field_size(SERVICE.len()) + field_size(METHOD.len()) + field_size(payload) + 11
+    field_len(PLUGIN_SERVICE.len()) + field_len(METHOD.len()) + field_len(payload) + 11
 }
 
 // `SynchronizeRequest`'s fields: `repeated PodSandbox pods`,
@@ -243,7 +238,7 @@ fn put_field(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
 fn payload_size(pods: &[&[u8]], containers: &[&[u8]], more: bool) -> usize {
     pods.iter()
         .chain(containers)
-        .map(|o| field_size(o.len()))
+        .map(|o| field_len(o.len()))
         .sum::<usize>()
         + if more { 2 } else { 0 }
 }
@@ -348,7 +343,7 @@ impl Plan {
             let mut at = Vec::with_capacity(n + 1);
             at.push(0);
             for i in 0..n {
-                at.push(at[i] + field_size(len(i)));
+                at.push(at[i] + field_len(len(i)));
             }
             at
         }
@@ -399,11 +394,11 @@ impl Chunk {
         let (pods, ctrs) = (self.pods.clone(), self.containers.clone());
         let len = pods
             .clone()
-            .map(|i| field_size(state.pod_len(i)))
+            .map(|i| field_len(state.pod_len(i)))
             .sum::<usize>()
             + ctrs
                 .clone()
-                .map(|i| field_size(state.container_len(i)))
+                .map(|i| field_len(state.container_len(i)))
                 .sum::<usize>();
         let mut msg = Vec::with_capacity(len + MORE_FIELD.len());
         state.encode(pods.clone(), ctrs.clone(), len, &mut msg)?;
@@ -917,7 +912,7 @@ mod tests {
             }),
             ("`more` set by the encoder", |m| m.extend(MORE_FIELD)),
             ("the last container left out", |m| {
-                let n = m.len() - field_size(400);
+                let n = m.len() - field_len(400);
                 m.truncate(n);
             }),
             ("an object one byte longer, the next shorter", |m| {
@@ -953,7 +948,7 @@ mod tests {
     fn envelope_size_bounds_the_ttrpc_request() {
         for n in [0, 100, 5000, 300_000] {
             let req = ttrpc::Request {
-                service: SERVICE.into(),
+                service: PLUGIN_SERVICE.into(),
                 method: METHOD.into(),
                 payload: vec![7; n],
                 timeout_nano: i64::MAX,

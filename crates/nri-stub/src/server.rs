@@ -34,7 +34,7 @@ use std::time::Duration;
 use log::{debug, error};
 use nri_api::envelope::{
     discard, encode_response, oversized, read_envelope, Header, Request, MESSAGE_TYPE_DATA,
-    MESSAGE_TYPE_REQUEST,
+    MESSAGE_TYPE_REQUEST, PLUGIN_SERVICE,
 };
 use nri_api::mux::{Conn, TTRPC_HEADER_LEN, TTRPC_MESSAGE_LENGTH_MAX};
 use protobuf::Message;
@@ -44,9 +44,6 @@ use tokio::task::{JoinHandle, JoinSet};
 use super::plugin::Plugin;
 use super::service::Service;
 use crate::api;
-
-/// The service's name on the wire.
-const SERVICE: &str = "nri.pkg.api.v1alpha1.Plugin";
 
 /// A message buffer grown past this is let go once the message is served,
 /// so that one large Synchronize does not stay resident in an idle plugin.
@@ -146,7 +143,7 @@ impl<P: Plugin> Serving<P> {
             Ok(req) => req,
             Err(e) => return self.refuse(head.stream, invalid(&e.to_string())),
         };
-        if req.service != SERVICE {
+        if req.service != PLUGIN_SERVICE {
             let text = format!("{} service does not exist", req.service);
             return self.refuse(head.stream, invalid(&text));
         }
@@ -230,15 +227,18 @@ impl<P: Plugin> Serving<P> {
                     ))),
                 },
             };
-            let message = match &result {
-                Ok(reply) => encode_response(stream, Ok(reply)),
-                Err(ttrpc::Error::RpcStatus(status)) => encode_response::<Rsp>(stream, Err(status)),
-                Err(other) => {
-                    let status = ttrpc::get_status(ttrpc::Code::UNKNOWN, format!("{other:?}"));
+            let message = match result {
+                Ok(reply) => encode_response(stream, Ok(&reply)),
+                // A handler's status goes as it is, another error as
+                // ttrpc-rust's generated handler words it.
+                Err(e) => {
+                    let status = match e {
+                        ttrpc::Error::RpcStatus(status) => status,
+                        other => ttrpc::get_status(ttrpc::Code::UNKNOWN, format!("{other:?}")),
+                    };
                     encode_response::<Rsp>(stream, Err(&status))
                 }
             };
-            drop(result);
             write(&writer, &message).await;
         });
     }

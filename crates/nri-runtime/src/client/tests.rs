@@ -66,7 +66,7 @@ async fn ttrpc_rust_server(conn: Conn) -> Server {
     };
     let mut server = Server::new()
         .add_listener(conn.into_ttrpc_listener())
-        .register_service(HashMap::from([(SERVICE.to_string(), service)]));
+        .register_service(HashMap::from([(PLUGIN_SERVICE.to_string(), service)]));
     server.start().await.unwrap();
     server
 }
@@ -109,9 +109,10 @@ async fn a_ttrpc_rust_server_answers_every_call() {
 #[test]
 fn requests_are_encoded_as_ttrpc_rust_encodes_them() {
     for (payload, timeout_nano) in [(vec![], 0), (vec![1, 2, 3], 5), (vec![7; 300], i64::MAX)] {
-        let msg = encode_request(9, SERVICE, "CreateContainer", &payload, timeout_nano).unwrap();
+        let msg =
+            encode_request(9, PLUGIN_SERVICE, "CreateContainer", &payload, timeout_nano).unwrap();
         let want = ttrpc::Request {
-            service: SERVICE.into(),
+            service: PLUGIN_SERVICE.into(),
             method: "CreateContainer".into(),
             payload: payload.clone(),
             timeout_nano,
@@ -218,7 +219,7 @@ async fn a_request_over_the_limit_is_never_sent() {
         Err(ttrpc::Error::Others(text)) => {
             assert!(crate::error::is_oversized_message(&text), "{text}");
             let len = ttrpc::Request {
-                service: SERVICE.into(),
+                service: PLUGIN_SERVICE.into(),
                 method: "Echo".into(),
                 payload: big.clone(),
                 timeout_nano: ttrpc::context::with_duration(TIMEOUT).timeout_nano,
