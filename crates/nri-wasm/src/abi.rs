@@ -12,10 +12,7 @@ use std::time::Instant;
 
 use log::{debug, error, info, warn};
 use protobuf::Message;
-use wasmi::{
-    Caller, Extern, Instance, Linker, Memory, Store, StoreLimits, TypedFunc, TypedResumableCall,
-    WasmParams, WasmResults,
-};
+use wasmtime::{Caller, Extern, Instance, Linker, Memory, ResourceLimiter, Store, TypedFunc};
 
 use nri_api::{log_request::Level, LogRequest};
 
@@ -60,18 +57,19 @@ const WRITE_LIMIT: usize = 1 << 20;
 /// What a store holds for its one instance.
 pub(crate) struct State {
     pub(crate) name: String,
-    pub(crate) limits: StoreLimits,
-    /// When the call in progress must end; checked between fuel slices.
+    pub(crate) limits: Cap,
+    /// When the call in progress must end; checked whenever the engine's
+    /// epoch moves (see `deadline`).
     pub(crate) deadline: Option<Instant>,
     /// Unfinished lines of standard output and error.
     lines: [Vec<u8>; 2],
 }
 
 impl State {
-    pub(crate) fn new(name: String, limits: StoreLimits) -> State {
+    pub(crate) fn new(name: String, memory: usize) -> State {
         State {
             name,
-            limits,
+            limits: Cap { memory },
             deadline: None,
             lines: [Vec::new(), Vec::new()],
         }
@@ -105,37 +103,53 @@ impl State {
 #[error("interrupted at the call's deadline")]
 pub(crate) struct Deadline;
 
-impl wasmi::errors::HostError for Deadline {}
+/// The mark of a module that ended itself with WASI's `proc_exit`.
+#[derive(Debug, thiserror::Error)]
+#[error("exit with code {0}")]
+pub(crate) struct Exit(pub(crate) i32);
 
-/// Calls `f`, on fuel handed out a slice at a time: between slices the
-/// store's deadline is checked, and a call past it ends with [`Deadline`].
-pub(crate) fn run<P: WasmParams, R: WasmResults>(
-    store: &mut Store<State>,
-    f: &TypedFunc<P, R>,
-    params: P,
-) -> Result<R, wasmi::Error> {
-    store.set_fuel(crate::FUEL_SLICE)?;
-    let mut call = f.call_resumable(&mut *store, params)?;
-    loop {
-        match call {
-            TypedResumableCall::Finished(results) => return Ok(results),
-            // A host function failed (proc_exit among them): the call
-            // ends with that error. (A resumable call only lends it.)
-            TypedResumableCall::HostTrap(trap) => {
-                let e = trap.host_error();
-                return Err(match e.i32_exit_status() {
-                    Some(code) => wasmi::Error::i32_exit(code),
-                    None => wasmi::Error::new(e.to_string()),
-                });
-            }
-            TypedResumableCall::OutOfFuel(rest) => {
-                if store.data().deadline.is_some_and(|at| Instant::now() >= at) {
-                    return Err(wasmi::Error::host(Deadline));
-                }
-                store.set_fuel(crate::FUEL_SLICE)?;
-                call = rest.resume(&mut *store)?;
-            }
+/// The mark of a memory grown past its cap.
+#[derive(Debug, thiserror::Error)]
+#[error("memory limit reached")]
+pub(crate) struct MemoryLimit;
+
+/// What one instance may hold: one memory of at most `memory` bytes, one
+/// table of any size (upstream sets no bound on tables either), and no
+/// further instance.
+pub(crate) struct Cap {
+    memory: usize,
+}
+
+impl ResourceLimiter for Cap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        // An error, not a refusal: a Go module treats a failed grow as
+        // out of memory and spins on; trapping ends the module at once.
+        if desired > self.memory {
+            return Err(MemoryLimit.into());
         }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        _desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        1
+    }
+
+    fn memories(&self) -> usize {
+        1
     }
 }
 
@@ -170,21 +184,21 @@ pub(crate) fn gather(caller: &mut Caller<'_, State>, iovs: i32, n: i32) -> Resul
 }
 
 /// Adds the host's functions (`env.log`).
-pub(crate) fn add_host_functions(linker: &mut Linker<State>) -> Result<(), wasmi::Error> {
+pub(crate) fn add_host_functions(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     linker.func_wrap(
         "env",
         "log",
-        |mut c: Caller<'_, State>, ptr: i32, len: i32| -> Result<i64, wasmi::Error> {
-            let mem = memory(&mut c).ok_or_else(|| wasmi::Error::new("no memory exported"))?;
+        |mut c: Caller<'_, State>, ptr: i32, len: i32| -> wasmtime::Result<i64> {
+            let mem = memory(&mut c).ok_or_else(|| wasmtime::Error::msg("no memory exported"))?;
             let (ptr, len) = (ptr as u32 as usize, len as u32 as usize);
             let bytes = mem
                 .data(&c)
                 .get(ptr..ptr.saturating_add(len))
                 .ok_or_else(|| {
-                    wasmi::Error::new(format!("Memory.Read({ptr}, {len}) out of range"))
+                    wasmtime::Error::msg(format!("Memory.Read({ptr}, {len}) out of range"))
                 })?;
             let req = LogRequest::parse_from_bytes(bytes)
-                .map_err(|e| wasmi::Error::new(format!("log request: {e}")))?;
+                .map_err(|e| wasmtime::Error::msg(format!("log request: {e}")))?;
             // As upstream logs it: the message alone, at its level.
             match req.level.enum_value_or_default() {
                 Level::LEVEL_INFO => info!("{}", req.msg),
@@ -212,11 +226,11 @@ pub(crate) enum Failure {
     /// The module ran, and its reply is an error text.
     Refused(String),
     /// The module trapped, exited, or broke the interface.
-    Broken(wasmi::Error),
+    Broken(wasmtime::Error),
 }
 
-impl From<wasmi::Error> for Failure {
-    fn from(e: wasmi::Error) -> Self {
+impl From<wasmtime::Error> for Failure {
+    fn from(e: wasmtime::Error) -> Self {
         Failure::Broken(e)
     }
 }
@@ -226,11 +240,13 @@ impl Exports {
     /// checks the module's API version.
     pub(crate) fn find(store: &mut Store<State>, instance: &Instance) -> Result<Exports, String> {
         let version = instance
-            .get_func(&*store, "plugin_api_version")
+            .get_func(&mut *store, "plugin_api_version")
             .ok_or("plugin_api_version is not exported")?
             .typed::<(), u64>(&*store)
             .map_err(|_| "invalid plugin_api_version signature")?;
-        let version = run(store, &version, ()).map_err(|e| format!("plugin_api_version: {e}"))?;
+        let version = version
+            .call(&mut *store, ())
+            .map_err(|e| format!("plugin_api_version: {}", crate::describe(&e)))?;
         if version != API_VERSION {
             return Err(format!(
                 "API version mismatch, host: {API_VERSION}, plugin: {version}"
@@ -239,7 +255,7 @@ impl Exports {
         let mut methods = Vec::with_capacity(METHODS.len());
         for (_, export) in &METHODS {
             let f = instance
-                .get_func(&*store, export)
+                .get_func(&mut *store, export)
                 .ok_or_else(|| format!("{export} is not exported"))?;
             let f = f
                 .typed::<(u32, u32), u64>(&*store)
@@ -248,7 +264,7 @@ impl Exports {
         }
         let typed = |store: &mut Store<State>, name: &str| {
             instance
-                .get_func(&*store, name)
+                .get_func(&mut *store, name)
                 .ok_or_else(|| format!("{name} is not exported"))
         };
         let malloc = typed(store, "malloc")?
@@ -258,7 +274,7 @@ impl Exports {
             .typed::<u32, ()>(&*store)
             .map_err(|e| format!("free: {e}"))?;
         let memory = instance
-            .get_memory(&*store, "memory")
+            .get_memory(&mut *store, "memory")
             .ok_or("memory is not exported")?;
         Ok(Exports {
             memory,
@@ -283,22 +299,22 @@ impl Exports {
         request: &[u8],
     ) -> Result<Vec<u8>, Failure> {
         let len = u32::try_from(request.len())
-            .map_err(|_| wasmi::Error::new("request larger than a module's memory"))?;
+            .map_err(|_| wasmtime::Error::msg("request larger than a module's memory"))?;
         let mut ptr = 0;
         if len != 0 {
-            ptr = run(store, &self.malloc, len)?;
+            ptr = self.malloc.call(&mut *store, len)?;
             self.memory
                 .write(&mut *store, ptr as usize, request)
                 .map_err(|_| {
-                    wasmi::Error::new(format!(
+                    wasmtime::Error::msg(format!(
                         "Memory.Write({ptr}, {len}) out of range of memory size {}",
                         self.memory.data_size(&*store)
                     ))
                 })?;
         }
-        let result = run(store, &self.methods[index], (ptr, len));
+        let result = self.methods[index].call(&mut *store, (ptr, len));
         if ptr != 0 && result.is_ok() {
-            run(store, &self.free, ptr)?;
+            self.free.call(&mut *store, ptr)?;
         }
         let result = result?;
         let (at, mut size) = ((result >> 32) as u32, result as u32);
@@ -308,13 +324,13 @@ impl Exports {
         self.memory
             .read(&*store, at as usize, &mut reply)
             .map_err(|_| {
-                wasmi::Error::new(format!(
+                wasmtime::Error::msg(format!(
                     "Memory.Read({at}, {size}) out of range of memory size {}",
                     self.memory.data_size(&*store)
                 ))
             })?;
         if at != 0 {
-            run(store, &self.free, at)?;
+            self.free.call(&mut *store, at)?;
         }
         if refused {
             return Err(Failure::Refused(

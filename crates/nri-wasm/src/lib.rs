@@ -3,14 +3,15 @@
 //! for WebAssembly (see [`abi`]), so that a module built for upstream's
 //! runtime runs unchanged.
 //!
-//! Modules run in the runtime's process on wasmi, an interpreter, so that
-//! a module cannot hurt its host:
+//! Modules are compiled to machine code by wasmtime (Cranelift) and run in
+//! the runtime's process, set up so that a module cannot hurt its host:
 //!
-//! - nothing is compiled to machine code and no signal handler is
-//!   installed: a trap is an error value of the interpreter;
-//! - each call has a deadline: it runs on fuel handed out in slices, and
-//!   between slices the clock is read, so a module that loops is stopped
-//!   within a slice of its deadline;
+//! - no signal handler is installed: every bounds check, division and
+//!   other trap condition is tested by the generated code, and a trap is
+//!   an error value returned to the caller;
+//! - each call has a deadline: compiled code checks the engine's epoch,
+//!   which a watchdog thread advances only when a call's deadline passes
+//!   ([`deadline`]), so a module that loops is stopped there;
 //! - each instance's memory is capped ([`Limits::memory`]);
 //! - the module sees no files, sockets, arguments or environment ([`wasi`]).
 //!
@@ -20,15 +21,17 @@
 //! process crashed.)
 
 mod abi;
+mod deadline;
 mod wasi;
 
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use wasmi::{Config, Engine, Linker, Module, Store, StoreLimitsBuilder, TrapCode};
+use wasmtime::{Config, Engine, Linker, Module, Store, Trap, UpdateDeadline};
 
 pub use abi::METHODS;
 use abi::{Exports, Failure, State};
+use deadline::Watchdog;
 
 /// What one instance may use.
 #[derive(Clone, Debug)]
@@ -92,17 +95,18 @@ pub enum CallError {
     UnknownMethod(String),
 }
 
-/// The engine all modules of the process are prepared for, with its
-/// linker.
+/// The engine all modules of the process are compiled for, its linker,
+/// and the watchdog of its calls' deadlines.
 struct Host {
     engine: Engine,
     linker: Linker<State>,
+    watchdog: Watchdog,
 }
 
 static HOST: OnceLock<Result<Host, String>> = OnceLock::new();
 
 fn host() -> Result<&'static Host, LoadError> {
-    HOST.get_or_init(|| Host::new().map_err(|e| e.to_string()))
+    HOST.get_or_init(|| Host::new().map_err(|e| format!("{e:#}")))
         .as_ref()
         .map_err(|e| LoadError::Engine(e.clone()))
 }
@@ -113,29 +117,95 @@ pub(crate) fn started() -> Instant {
     *STARTED.get_or_init(Instant::now)
 }
 
-/// Fuel for one slice of a call: about a few milliseconds of the
-/// interpreter's work, so the clock is read often enough for a deadline
-/// to hold to within that, and seldom enough to cost nothing measurable.
-const FUEL_SLICE: u64 = 2_000_000;
+/// The most threads one module's compilation uses (a Go module has some
+/// 10,000 functions, compiled independently).
+const COMPILE_THREADS: usize = 4;
 
 impl Host {
-    fn new() -> Result<Host, wasmi::Error> {
-        let mut config = Config::default();
-        config.consume_fuel(true);
-        // Translated whole at load: a function translated on its first
-        // call would be charged to that call's fuel, and a slice running
-        // out in the middle of a translation is a trap, not a pause.
-        config.compilation_mode(wasmi::CompilationMode::Eager);
-        let engine = Engine::new(&config);
+    fn new() -> wasmtime::Result<Host> {
+        let mut config = Config::new();
+        config
+            // The generated code checks every bound itself and never
+            // relies on a fault: no signal handler enters the host.
+            .signals_based_traps(false)
+            // Without fault-based bounds checks, reserved address space
+            // and guard pages buy nothing.
+            .memory_reservation(0)
+            .memory_guard_size(0)
+            .memory_init_cow(false)
+            // Deadlines: see `deadline`.
+            .epoch_interruption(true)
+            // The runtime's unwinder never walks through a module's frames
+            // (wasmtime returns a host function's panic to its caller), so
+            // the code is not registered with it; traps name functions
+            // without offsets, which keeps compiled modules smaller.
+            .native_unwind_info(false)
+            .generate_address_map(false)
+            .parallel_compilation(true);
+        let engine = Engine::new(&config)?;
         let mut linker = Linker::new(&engine);
         wasi::add(&mut linker)?;
         abi::add_host_functions(&mut linker)?;
-        Ok(Host { engine, linker })
+        let watchdog = Watchdog::start(engine.clone())?;
+        Ok(Host {
+            engine,
+            linker,
+            watchdog,
+        })
+    }
+
+    /// Compiles `wasm` on a pool of threads of its own, which ends with
+    /// the compilation (a global pool would keep its threads in the
+    /// runtime's process for good).
+    fn compile(&self, wasm: &[u8]) -> Result<Module, LoadError> {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(COMPILE_THREADS);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("nri-wasm-compile-{i}"))
+            .build()
+            .map_err(|e| LoadError::Engine(e.to_string()))?;
+        let module = pool
+            .install(|| Module::new(&self.engine, wasm))
+            .map_err(|e| LoadError::Compile(format!("{e:#}")));
+        drop(pool);
+        release_freed_memory();
+        module
+    }
+
+    /// Runs `f`, the calls it makes into the store's instance ending by
+    /// `timeout` from now.
+    fn run<R>(
+        &self,
+        store: &mut Store<State>,
+        timeout: Duration,
+        f: impl FnOnce(&mut Store<State>) -> R,
+    ) -> R {
+        let at = Instant::now() + timeout;
+        store.data_mut().deadline = Some(at);
+        let armed = self.watchdog.arm(at);
+        let res = f(store);
+        drop(armed);
+        store.data_mut().deadline = None;
+        res
+    }
+}
+
+/// Compiling a Go module allocates a few hundred MiB, almost all freed
+/// when it ends; glibc keeps freed memory for reuse unless asked to give
+/// it back, and the runtime would carry it for good.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory to the system.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
 /// A loaded plugin module: one instance, called one request at a time.
 pub struct Plugin {
+    host: &'static Host,
     instance: Mutex<Instance>,
 }
 
@@ -153,7 +223,7 @@ impl std::fmt::Debug for Plugin {
 }
 
 impl Plugin {
-    /// Prepares and instantiates `wasm`, runs its `_initialize` (WASI's
+    /// Compiles and instantiates `wasm`, runs its `_initialize` (WASI's
     /// reactor start; upstream's start function) within `init_timeout`,
     /// and checks that it implements the interface. `name` appears in
     /// the log lines of its standard output and error.
@@ -164,39 +234,41 @@ impl Plugin {
         init_timeout: Duration,
     ) -> Result<Plugin, LoadError> {
         let host = host()?;
-        let module =
-            Module::new(&host.engine, wasm).map_err(|e| LoadError::Compile(e.to_string()))?;
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(limits.memory)
-            .instances(1)
-            .memories(1)
-            .trap_on_grow_failure(true)
-            .build();
-        let mut store = Store::new(&host.engine, State::new(name.to_string(), limits));
+        let module = host.compile(wasm)?;
+        let mut store = Store::new(&host.engine, State::new(name.to_string(), limits.memory));
         store.limiter(|s| &mut s.limits);
+        // Past the epoch's next step, the store asks whether its call's
+        // deadline is over: only then does the call end.
+        store.set_epoch_deadline(1);
+        store.epoch_deadline_callback(|ctx| match ctx.data().deadline {
+            Some(at) if Instant::now() >= at => Err(abi::Deadline.into()),
+            _ => Ok(UpdateDeadline::Continue(1)),
+        });
         let instance = host
             .linker
-            .instantiate_and_start(&mut store, &module)
-            .map_err(|e| LoadError::Link(e.to_string()))?;
-        if let Some(init) = instance.get_func(&store, "_initialize") {
+            .instantiate(&mut store, &module)
+            .map_err(|e| LoadError::Link(format!("{e:#}")))?;
+        if let Some(init) = instance.get_func(&mut store, "_initialize") {
             let init = init
                 .typed::<(), ()>(&store)
                 .map_err(|e| LoadError::Init(e.to_string()))?;
-            store.data_mut().deadline = Some(Instant::now() + init_timeout);
-            match abi::run(&mut store, &init, ()) {
+            match host.run(&mut store, init_timeout, |s| init.call(s, ())) {
                 Ok(()) => {}
                 // Exiting with 0 is a normal end of a start function.
-                Err(e) if e.i32_exit_status() == Some(0) => {}
+                Err(e) if exit_status(&e) == Some(0) => {}
                 Err(e) => {
-                    return Err(LoadError::Init(match e.i32_exit_status() {
+                    return Err(LoadError::Init(match exit_status(&e) {
                         Some(code) => format!("unexpected exit_code: {code}"),
                         None => describe(&e),
                     }))
                 }
             }
         }
-        let exports = Exports::find(&mut store, &instance).map_err(LoadError::Interface)?;
+        let exports = host
+            .run(&mut store, init_timeout, |s| Exports::find(s, &instance))
+            .map_err(LoadError::Interface)?;
         Ok(Plugin {
+            host,
             instance: Mutex::new(Instance {
                 store,
                 exports,
@@ -208,8 +280,7 @@ impl Plugin {
     /// Calls `method` (a Plugin service method name, such as
     /// `CreateContainer`) with the request's encoding and returns the
     /// reply's encoding. Blocks for as long as the module runs, which is
-    /// at most `timeout` and one slice of fuel, plus the wait for a call
-    /// already in progress.
+    /// at most `timeout`, plus the wait for a call already in progress.
     pub fn call(
         &self,
         method: &str,
@@ -223,9 +294,9 @@ impl Plugin {
         if let Some(why) = &inst.dead {
             return Err(CallError::Closed(why.clone()));
         }
-        inst.store.data_mut().deadline = Some(Instant::now() + timeout);
-        let res = inst.exports.call(&mut inst.store, index, request);
-        inst.store.data_mut().deadline = None;
+        let res = self.host.run(&mut inst.store, timeout, |store| {
+            inst.exports.call(store, index, request)
+        });
         match res {
             Ok(reply) => Ok(reply),
             Err(Failure::Refused(text)) => Err(CallError::Refused(text)),
@@ -242,18 +313,23 @@ impl Plugin {
     }
 }
 
+/// The code a module exited with through WASI's `proc_exit`.
+fn exit_status(e: &wasmtime::Error) -> Option<i32> {
+    e.downcast_ref::<abi::Exit>().map(|exit| exit.0)
+}
+
 /// A failure's text: an exit as upstream's engine words it, a trap with
-/// the interpreter's description.
-fn describe(e: &wasmi::Error) -> String {
-    if let Some(code) = e.i32_exit_status() {
+/// the engine's description.
+fn describe(e: &wasmtime::Error) -> String {
+    if let Some(code) = exit_status(e) {
         return format!("module closed with exit_code({code})");
     }
-    if let Some(TrapCode::GrowthOperationLimited) = e.as_trap_code() {
+    if e.downcast_ref::<abi::MemoryLimit>().is_some() {
         return "wasm trap: memory limit reached".to_string();
     }
-    match e.as_trap_code() {
-        Some(code) => format!("wasm trap: {code}"),
-        None => e.to_string(),
+    match e.downcast_ref::<Trap>() {
+        Some(trap) => format!("wasm trap: {trap}"),
+        None => format!("{e:#}"),
     }
 }
 

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use wasmi::{Caller, Linker};
+use wasmtime::{Caller, Linker};
 
 use crate::abi::{self, State};
 
@@ -48,7 +48,7 @@ fn now(clock: i32) -> Result<u64, i32> {
 }
 
 /// Adds preview 1 to `linker`.
-pub(crate) fn add(linker: &mut Linker<State>) -> Result<(), wasmi::Error> {
+pub(crate) fn add(linker: &mut Linker<State>) -> wasmtime::Result<()> {
     // A module's own arguments and environment: none.
     let empty = |mut c: Caller<'_, State>, count: i32, size: i32| -> i32 {
         errno(
@@ -87,11 +87,9 @@ pub(crate) fn add(linker: &mut Linker<State>) -> Result<(), wasmi::Error> {
         },
     )?;
     linker.func_wrap(MODULE, "sched_yield", || ESUCCESS)?;
-    linker.func_wrap(
-        MODULE,
-        "proc_exit",
-        |code: i32| -> Result<(), wasmi::Error> { Err(wasmi::Error::i32_exit(code)) },
-    )?;
+    linker.func_wrap(MODULE, "proc_exit", |code: i32| -> wasmtime::Result<()> {
+        Err(abi::Exit(code).into())
+    })?;
     linker.func_wrap(MODULE, "proc_raise", |_: i32| ENOSYS)?;
 
     // Writes to standard output and error are logged, a line at a time
