@@ -129,6 +129,9 @@ type Adaptation struct {
 	// What the default validator lets each plugin change
 	// (WithDefaultValidatorPluginPermissions; nil: everything).
 	permissions []PluginPermissions
+	// Where WASM plugins' compiled modules are kept (WithWasmCacheDir;
+	// nil: the library's default).
+	wasmCacheDir *string
 
 	core *C.nri_adaptation
 }
@@ -350,6 +353,14 @@ func (r *Adaptation) createCore() error {
 				}
 			}
 			return nil
+		},
+		func() error {
+			if r.wasmCacheDir == nil {
+				return nil
+			}
+			return withString(*r.wasmCacheDir, func(s *C.char) C.nri_status {
+				return C.nri_options_set_wasm_cache_dir(opts, s, &cerr)
+			})
 		},
 		func() error {
 			if r.audit != nil {

@@ -197,6 +197,15 @@ static void option_setters_refuse_bad_arguments(void **state)
                  "version is NULL");
     assert_fails(nri_options_set_nri_version(o, "v\xfe", &err), &err,
                  NRI_STATUS_INVALID_ARGUMENT, "not UTF-8");
+    assert_fails(nri_options_set_wasm_cache_dir(NULL, "/tmp", &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "options is NULL");
+    assert_fails(nri_options_set_wasm_cache_dir(o, NULL, &err), &err, NRI_STATUS_INVALID_ARGUMENT,
+                 "dir is NULL");
+    assert_fails(nri_options_set_wasm_cache_dir(o, "/tmp/\xff", &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "not UTF-8");
+    /* Empty: no cache, which is not an error. */
+    assert_ok(nri_options_set_wasm_cache_dir(o, "", &err), &err);
+    assert_ok(nri_options_set_wasm_cache_dir(o, "/var/cache/nri/wasm", &err), &err);
     /* Huge timeouts are taken as they are. */
     assert_ok(nri_options_set_registration_timeout(o, UINT64_MAX, &err), &err);
     assert_ok(nri_options_set_request_timeout(o, UINT64_MAX, &err), &err);

@@ -1088,6 +1088,21 @@ nri_status nri_options_set_socket_path(struct nri_options *opts,
                                        struct nri_error **err);
 
 /**
+ * Where WASM plugins' compiled modules are kept, so that a module is
+ * compiled once per node, not at every start (default
+ * /var/cache/nri/wasm; created 0700 if missing, and not used if another
+ * user owns it or others may write to it). An empty `dir` keeps none:
+ * every start compiles, as upstream does. Upstream has no such option.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `dir` is a NUL-terminated string;
+ * `err` is NULL or writable.
+ */
+nri_status nri_options_set_wasm_cache_dir(struct nri_options *opts,
+                                          const char *dir,
+                                          struct nri_error **err);
+
+/**
  * Accept no external plugin connections: no socket is created
  * (`WithDisabledExternalConnections`).
  *

@@ -50,10 +50,11 @@ const MAX_MESSAGE: usize = 4096;
 
 struct FfiLogger;
 
-/// Crates whose debug output is not the host's business: a WASM engine's
-/// describes the module it prepares, function by function, thousands of
-/// lines for one plugin. Their warnings and errors still pass.
-const QUIET_TARGETS: [&str; 2] = ["wasmi", "wasmparser"];
+/// Crates whose debug output is not the host's business: the WASM engine
+/// and its compiler describe the module they compile, function by
+/// function, thousands of lines for one plugin. Their warnings and errors
+/// still pass.
+const QUIET_TARGETS: [&str; 4] = ["wasmtime", "cranelift", "regalloc2", "wasmparser"];
 
 impl Log for FfiLogger {
     fn enabled(&self, m: &Metadata) -> bool {
@@ -158,8 +159,16 @@ mod tests {
         assert!(enabled("nri_runtime::plugin", Level::Debug));
         assert!(enabled("nri_wasm::abi", Level::Debug));
         assert!(!enabled("wasmparser::validator", Level::Debug));
-        assert!(!enabled("wasmi::engine::translator", Level::Info));
-        assert!(enabled("wasmi::engine::translator", Level::Warn));
+        assert!(!enabled(
+            "wasmtime_internal_cranelift::compiler",
+            Level::Info
+        ));
+        assert!(!enabled(
+            "cranelift_codegen::machinst::compile",
+            Level::Debug
+        ));
+        assert!(!enabled("regalloc2::ion", Level::Debug));
+        assert!(enabled("wasmtime::runtime::module", Level::Warn));
         assert!(!enabled("nri_runtime::plugin", Level::Trace));
     }
 }

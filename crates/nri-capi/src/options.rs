@@ -151,6 +151,34 @@ pub unsafe extern "C" fn nri_options_set_socket_path(
     unsafe { set_path(opts, "socket path", path, err, |o, p| o.socket_path(p)) }
 }
 
+/// Where WASM plugins' compiled modules are kept, so that a module is
+/// compiled once per node, not at every start (default
+/// /var/cache/nri/wasm; created 0700 if missing, and not used if another
+/// user owns it or others may write to it). An empty `dir` keeps none:
+/// every start compiles, as upstream does. Upstream has no such option.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `dir` is a NUL-terminated string;
+/// `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_wasm_cache_dir(
+    opts: *mut nri_options,
+    dir: *const c_char,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    let set = |o: &mut Options| {
+        // SAFETY: nri_options_set_wasm_cache_dir's contract: `dir` is
+        // NUL-terminated.
+        let dir = unsafe { str_arg("dir", dir) }?;
+        let dir = (!dir.is_empty()).then(|| std::path::PathBuf::from(dir));
+        *o = std::mem::take(o).wasm_cache_dir(dir);
+        Ok(())
+    };
+    // SAFETY: nri_options_set_wasm_cache_dir's contract: `opts` comes from
+    // nri_options_new, `err` is NULL or writable.
+    unsafe { with_options(opts, err, set) }
+}
+
 /// Accept no external plugin connections: no socket is created
 /// (`WithDisabledExternalConnections`).
 ///

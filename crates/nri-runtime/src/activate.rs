@@ -106,12 +106,14 @@ async fn load_wasm(core: &Arc<Core>, d: &launch::Discovered) -> Result<Arc<Plugi
     info!("Found WASM plugin: {}", d.path.display());
     let (path, name) = (d.path.clone(), format!("{}-{}", d.idx, d.base));
     let (limit, init_timeout) = (core.wasm_memory_limit, core.registration_timeout());
+    let cache_dir = core.wasm_cache_dir.clone();
     // Compiling a module takes a while: off the core's thread.
-    let module =
-        tokio::task::spawn_blocking(move || WasmPlugin::load(&path, &name, limit, init_timeout))
-            .await
-            .map_err(|e| fail(e.to_string()))?
-            .map_err(fail)?;
+    let module = tokio::task::spawn_blocking(move || {
+        WasmPlugin::load(&path, &name, limit, init_timeout, cache_dir.as_deref())
+    })
+    .await
+    .map_err(|e| fail(e.to_string()))?
+    .map_err(fail)?;
     let p = Arc::new(Plugin::new(
         d.base.clone(),
         d.idx.clone(),

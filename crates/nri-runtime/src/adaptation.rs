@@ -87,6 +87,7 @@ impl Adaptation {
             names: Default::default(),
             audit,
             wasm_memory_limit: opts.wasm_memory_limit,
+            wasm_cache_dir: opts.wasm_cache_dir.clone(),
             pod_guard: opts
                 .validator
                 .filter(|_| opts.guard_pods)

@@ -77,7 +77,7 @@ pub use options::{
 };
 pub use sync::{EncodedState, PluginSyncBlock, StateSource};
 pub use thread::core_threads;
-pub use wasm::{DEFAULT_WASM_MEMORY_LIMIT, WASM_SUPPORTED};
+pub use wasm::{DEFAULT_WASM_CACHE_DIR, DEFAULT_WASM_MEMORY_LIMIT, WASM_SUPPORTED};
 
 pub(crate) use shared::Core;
 

@@ -62,6 +62,7 @@ pub struct Options {
     pub(crate) runtime: Option<tokio::runtime::Handle>,
     pub(crate) nri_version: Option<String>,
     pub(crate) wasm_memory_limit: usize,
+    pub(crate) wasm_cache_dir: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -94,6 +95,7 @@ impl Default for Options {
             runtime: None,
             nri_version: None,
             wasm_memory_limit: crate::DEFAULT_WASM_MEMORY_LIMIT,
+            wasm_cache_dir: Some(crate::DEFAULT_WASM_CACHE_DIR.into()),
         }
     }
 }
@@ -120,6 +122,16 @@ impl Options {
     /// crashed. Upstream sets no limit (up to WebAssembly's 4 GiB).
     pub fn wasm_memory_limit(mut self, bytes: usize) -> Self {
         self.wasm_memory_limit = bytes;
+        self
+    }
+    /// Where WASM plugins' compiled modules are kept, so that a module is
+    /// compiled once per node rather than at every start (default
+    /// [`DEFAULT_WASM_CACHE_DIR`](crate::DEFAULT_WASM_CACHE_DIR)); `None`
+    /// compiles at every start, as upstream does. The directory is created
+    /// `0700` if missing, and not used if another user owns it or others
+    /// may write to it.
+    pub fn wasm_cache_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.wasm_cache_dir = dir;
         self
     }
     /// Accept no external plugins (`WithDisabledExternalConnections`).

@@ -47,6 +47,8 @@ pub(crate) struct Core {
     pub(crate) names: Arc<crate::names::Names>,
     /// [`Options::wasm_memory_limit`](crate::Options::wasm_memory_limit).
     pub(crate) wasm_memory_limit: usize,
+    /// [`Options::wasm_cache_dir`](crate::Options::wasm_cache_dir).
+    pub(crate) wasm_cache_dir: Option<std::path::PathBuf>,
     /// Checks a pod's required plugins, when they guard pods
     /// ([`Options::required_plugins_guard_pods`](crate::Options::required_plugins_guard_pods)).
     pub(crate) pod_guard: Option<nri_validator::DefaultValidator>,

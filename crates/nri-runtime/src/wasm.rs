@@ -2,6 +2,9 @@
 //! built without the `wasm` feature, refused as upstream built with
 //! `nri_no_wasm` refuses them.
 //!
+//! A module is compiled to machine code when it loads, or taken compiled
+//! from the cache directory (`Options::wasm_cache_dir`).
+//!
 //! A call runs on tokio's blocking pool, never on the core's thread: a
 //! module computes for as long as its deadline lets it, and the core's
 //! thread serves every other plugin meanwhile.
@@ -38,6 +41,7 @@ impl WasmPlugin {
         name: &str,
         memory_limit: usize,
         init_timeout: Duration,
+        cache_dir: Option<&Path>,
     ) -> Result<WasmPlugin, String> {
         #[cfg(feature = "wasm")]
         {
@@ -45,7 +49,7 @@ impl WasmPlugin {
             let limits = nri_wasm::Limits {
                 memory: memory_limit,
             };
-            nri_wasm::Plugin::load(name, &bytes, &limits, init_timeout)
+            nri_wasm::Plugin::load(name, &bytes, &limits, init_timeout, cache_dir)
                 .map(|p| WasmPlugin(std::sync::Arc::new(p)))
                 .map_err(|e| e.to_string())
         }
@@ -80,6 +84,12 @@ impl WasmPlugin {
         match *self {}
     }
 }
+
+/// Where WASM plugins' compiled modules are kept by default.
+#[cfg(feature = "wasm")]
+pub const DEFAULT_WASM_CACHE_DIR: &str = nri_wasm::DEFAULT_CACHE_DIR;
+#[cfg(not(feature = "wasm"))]
+pub const DEFAULT_WASM_CACHE_DIR: &str = "/var/cache/nri/wasm";
 
 /// Default bytes of memory per WASM plugin instance.
 #[cfg(feature = "wasm")]

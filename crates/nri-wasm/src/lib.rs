@@ -21,9 +21,11 @@
 //! process crashed.)
 
 mod abi;
+mod cache;
 mod deadline;
 mod wasi;
 
+use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -31,7 +33,9 @@ use wasmtime::{Config, Engine, Linker, Module, Store, Trap, UpdateDeadline};
 
 pub use abi::METHODS;
 use abi::{Exports, Failure, State};
+use cache::Cache;
 use deadline::Watchdog;
+use log::{debug, info, warn};
 
 /// What one instance may use.
 #[derive(Clone, Debug)]
@@ -39,6 +43,10 @@ pub struct Limits {
     /// Bytes of linear memory: growing past them traps.
     pub memory: usize,
 }
+
+/// Where compiled modules are kept unless the runtime says otherwise
+/// (FHS's place for data an application can rebuild).
+pub const DEFAULT_CACHE_DIR: &str = "/var/cache/nri/wasm";
 
 /// 512 MiB: several times what a Go plugin synchronizing thousands of
 /// containers needs, and a bound on what a runaway module can take.
@@ -154,6 +162,60 @@ impl Host {
         })
     }
 
+    /// `wasm` compiled: from the cache in `cache_dir` if it has it, else
+    /// compiled now and stored there. A cache that cannot be used is
+    /// logged and done without.
+    fn module(
+        &self,
+        name: &str,
+        wasm: &[u8],
+        cache_dir: Option<&Path>,
+    ) -> Result<Module, LoadError> {
+        let cache = cache_dir.and_then(|dir| match Cache::open(dir) {
+            Ok(cache) => Some(cache),
+            Err(e) => {
+                warn!(
+                    "WASM plugin {name}: compiled-module cache {}: {e}; compiling without it",
+                    dir.display()
+                );
+                None
+            }
+        });
+        let entry = cache.as_ref().map(|c| c.entry(&self.engine, wasm));
+        if let Some(entry) = &entry {
+            match entry.load(&self.engine) {
+                Ok(Some(module)) => {
+                    debug!(
+                        "WASM plugin {name}: compiled module from {}",
+                        entry.path().display()
+                    );
+                    return Ok(module);
+                }
+                Ok(None) => {}
+                Err(e) => warn!(
+                    "WASM plugin {name}: compiled module {} not used: {e}; compiling again",
+                    entry.path().display()
+                ),
+            }
+        }
+        let started = Instant::now();
+        let module = self.compile(wasm)?;
+        info!("WASM plugin {name}: compiled in {:.1?}", started.elapsed());
+        if let (Some(cache), Some(entry)) = (&cache, &entry) {
+            match entry.store(cache, &module) {
+                Ok(()) => debug!(
+                    "WASM plugin {name}: compiled module kept in {}",
+                    entry.path().display()
+                ),
+                Err(e) => warn!(
+                    "WASM plugin {name}: compiled module not kept in {}: {e}",
+                    entry.path().display()
+                ),
+            }
+        }
+        Ok(module)
+    }
+
     /// Compiles `wasm` on a pool of threads of its own, which ends with
     /// the compilation (a global pool would keep its threads in the
     /// runtime's process for good).
@@ -223,18 +285,21 @@ impl std::fmt::Debug for Plugin {
 }
 
 impl Plugin {
-    /// Compiles and instantiates `wasm`, runs its `_initialize` (WASI's
-    /// reactor start; upstream's start function) within `init_timeout`,
-    /// and checks that it implements the interface. `name` appears in
-    /// the log lines of its standard output and error.
+    /// Compiles `wasm` (or takes its compiled form from the cache in
+    /// `cache_dir`, see [`DEFAULT_CACHE_DIR`]), instantiates it, runs its
+    /// `_initialize` (WASI's reactor start; upstream's start function)
+    /// within `init_timeout`, and checks that it implements the
+    /// interface. `name` appears in the log lines of its standard output
+    /// and error.
     pub fn load(
         name: &str,
         wasm: &[u8],
         limits: &Limits,
         init_timeout: Duration,
+        cache_dir: Option<&Path>,
     ) -> Result<Plugin, LoadError> {
         let host = host()?;
-        let module = host.compile(wasm)?;
+        let module = host.module(name, wasm, cache_dir)?;
         let mut store = Store::new(&host.engine, State::new(name.to_string(), limits.memory));
         store.limiter(|s| &mut s.limits);
         // Past the epoch's next step, the store asks whether its call's

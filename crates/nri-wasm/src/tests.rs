@@ -41,7 +41,13 @@ fn module(create: &str, extra: &str) -> Vec<u8> {
 }
 
 fn load(wasm: &[u8]) -> Result<Plugin, LoadError> {
-    Plugin::load("10-test", wasm, &Limits::default(), Duration::from_secs(5))
+    Plugin::load(
+        "10-test",
+        wasm,
+        &Limits::default(),
+        Duration::from_secs(5),
+        None,
+    )
 }
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -142,6 +148,7 @@ fn memory_is_capped() {
         &module(grow, ""),
         &Limits { memory: 16 << 20 },
         SECOND,
+        None,
     )
     .unwrap();
     match p.call("CreateContainer", b"", SECOND) {
@@ -221,6 +228,7 @@ fn a_start_function_that_loops_is_cut_off_at_load() {
         &wasm,
         &Limits::default(),
         Duration::from_millis(200),
+        None,
     )
     .err()
     .unwrap();
@@ -246,4 +254,111 @@ fn the_host_log_function_takes_a_log_request() {
         p.call("CreateContainer", b"\xff\xff\xff", SECOND),
         Err(CallError::Crashed(_))
     ));
+}
+
+mod cache {
+    use std::fs;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::{Path, PathBuf};
+    use std::time::SystemTime;
+
+    use super::*;
+
+    fn load_cached(wasm: &[u8], dir: &Path) -> Plugin {
+        Plugin::load("10-test", wasm, &Limits::default(), SECOND, Some(dir)).unwrap()
+    }
+
+    /// The compiled modules in `dir`.
+    fn files(dir: &Path) -> Vec<PathBuf> {
+        let mut files: Vec<_> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        files
+    }
+
+    fn age(path: &Path, days: u64) {
+        let then = SystemTime::now() - Duration::from_secs(days * 24 * 3600);
+        fs::File::options()
+            .append(true)
+            .open(path)
+            .unwrap()
+            .set_modified(then)
+            .unwrap();
+    }
+
+    fn modified(path: &Path) -> SystemTime {
+        fs::metadata(path).unwrap().modified().unwrap()
+    }
+
+    #[test]
+    fn a_module_is_compiled_once_and_loaded_from_the_cache_after() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("created/on/demand");
+        let wasm = module(ECHO, "");
+        load_cached(&wasm, &dir);
+        let stored = files(&dir);
+        assert_eq!(stored.len(), 1, "{stored:?}");
+        let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&stored[0]), 0o600);
+        // Loaded from the file: its use moves its modification time.
+        age(&stored[0], 2);
+        let before = modified(&stored[0]);
+        let p = load_cached(&wasm, &dir);
+        assert!(modified(&stored[0]) > before);
+        assert_eq!(p.call("CreateContainer", b"hi", SECOND).unwrap(), b"hi");
+        // Another module is another file.
+        load_cached(&module("(i64.const 0)", ""), &dir);
+        assert_eq!(files(&dir).len(), 2);
+    }
+
+    #[test]
+    fn a_damaged_or_foreign_file_is_compiled_again_not_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let wasm = module(ECHO, "");
+        load_cached(&wasm, tmp.path());
+        let file = files(tmp.path()).remove(0);
+        let good = fs::read(&file).unwrap();
+
+        // Cut short: refused by the engine, compiled again, replaced.
+        fs::write(&file, &good[..good.len() / 2]).unwrap();
+        let p = load_cached(&wasm, tmp.path());
+        assert_eq!(p.call("CreateContainer", b"x", SECOND).unwrap(), b"x");
+        assert_eq!(fs::read(&file).unwrap().len(), good.len());
+
+        // Writable by others: not read, but compiled again and replaced by
+        // a file of the process's own.
+        fs::set_permissions(&file, fs::Permissions::from_mode(0o666)).unwrap();
+        load_cached(&wasm, tmp.path());
+        let meta = fs::metadata(&file).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_directory_others_may_write_is_not_used() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        let p = load_cached(&module(ECHO, ""), tmp.path());
+        assert_eq!(p.call("CreateContainer", b"x", SECOND).unwrap(), b"x");
+        assert!(files(tmp.path()).is_empty());
+    }
+
+    #[test]
+    fn modules_unused_for_a_month_are_removed_when_another_is_stored() {
+        let tmp = tempfile::tempdir().unwrap();
+        let old = tmp.path().join("0".repeat(64) + ".cwasm");
+        let recent = tmp.path().join("1".repeat(64) + ".cwasm");
+        let other = tmp.path().join("notes.txt");
+        for f in [&old, &recent, &other] {
+            fs::write(f, b"").unwrap();
+            age(f, 31);
+        }
+        age(&recent, 29);
+        load_cached(&module(ECHO, ""), tmp.path());
+        assert!(!old.exists());
+        assert!(recent.exists() && other.exists());
+        assert_eq!(files(tmp.path()).len(), 3);
+    }
 }

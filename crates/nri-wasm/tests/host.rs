@@ -62,7 +62,7 @@ fn traps_need_no_signal_handler_and_compiling_leaves_no_thread() {
             "divide by zero",
         ),
     ] {
-        let p = Plugin::load("10-test", &module(body), &Limits::default(), second).unwrap();
+        let p = Plugin::load("10-test", &module(body), &Limits::default(), second, None).unwrap();
         match p.call("CreateContainer", b"", second) {
             Err(CallError::Crashed(why)) => assert!(why.contains(what), "{why}"),
             other => panic!("{body}: {other:?}"),

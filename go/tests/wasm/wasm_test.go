@@ -50,8 +50,20 @@ func TestMain(m *testing.M) {
 	upstream.SetPluginRequestTimeout(requestTimeout)
 	nrirs.SetPluginRequestTimeout(requestTimeout)
 	nrilog.Set(recorder)
-	os.Exit(m.Run())
+	var err error
+	if scratch, err = os.MkdirTemp("", "nri-wasm-test-"); err != nil {
+		fmt.Println(err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(scratch)
+	os.Exit(code)
 }
+
+// scratch holds what the test binary makes: the plugin module, and
+// nri-rs's compiled modules (so that its nodes compile the module once,
+// as a node's runtime would, and nothing is written outside the test).
+var scratch string
 
 var (
 	buildOnce sync.Once
@@ -63,12 +75,7 @@ var (
 func pluginModule(t *testing.T) []byte {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "nri-wasm-test-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		module = filepath.Join(dir, "plugin.wasm")
+		module = filepath.Join(scratch, "plugin.wasm")
 		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", module, "./plugin")
 		cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -135,7 +142,10 @@ type node struct {
 	ctrs []*api.Container
 }
 
-func startNode(t *testing.T, impl string, plugins []installed) (*node, error) {
+// startNode starts a node of impl with plugins installed; extra options
+// go to nri-rs's adaptation (by default its compiled modules are kept in
+// scratch).
+func startNode(t *testing.T, impl string, plugins []installed, extra ...nrirs.Option) (*node, error) {
 	t.Helper()
 	n := &node{dir: t.TempDir()}
 	for _, sub := range []string{"plugins", "conf.d"} {
@@ -163,10 +173,12 @@ func startNode(t *testing.T, impl string, plugins []installed) (*node, error) {
 			update, upstream.WithPluginPath(filepath.Join(n.dir, "plugins")),
 			upstream.WithPluginConfigPath(filepath.Join(n.dir, "conf.d")), upstream.WithSocketPath(socket))
 	case implNriRs:
+		opts := append([]nrirs.Option{nrirs.WithPluginPath(filepath.Join(n.dir, "plugins")),
+			nrirs.WithPluginConfigPath(filepath.Join(n.dir, "conf.d")), nrirs.WithSocketPath(socket),
+			nrirs.WithWasmCacheDir(filepath.Join(scratch, "wasm-cache"))}, extra...)
 		n.rt, err = nrirs.New("wasm-test", "1.0",
 			func(ctx context.Context, cb nrirs.SyncCB) error { _, err := cb(ctx, n.pods, n.ctrs); return err },
-			update, nrirs.WithPluginPath(filepath.Join(n.dir, "plugins")),
-			nrirs.WithPluginConfigPath(filepath.Join(n.dir, "conf.d")), nrirs.WithSocketPath(socket))
+			update, opts...)
 	}
 	if err != nil {
 		return nil, err
@@ -445,4 +457,50 @@ func statusBytes(t *testing.T, field string) int64 {
 	}
 	t.Fatalf("no %s in /proc/self/status", field)
 	return 0
+}
+
+// nri-rs keeps a module's compiled form in its cache directory and loads
+// it from there at the next start (upstream compiles at every start);
+// WithWasmCacheDir("") keeps none.
+func TestCompiledModulesAreKept(t *testing.T) {
+	plugins := []installed{withConfig(pluginModule(t), "10-good", "name=good")}
+	cache := t.TempDir()
+	kept := func() []string {
+		files, err := filepath.Glob(filepath.Join(cache, "*.cwasm"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+	startAndStop := func(dir string) time.Duration {
+		started := time.Now()
+		n, err := startNode(t, implNriRs, plugins, nrirs.WithWasmCacheDir(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(started)
+		n.rt.Stop()
+		return took
+	}
+	compiled := startAndStop(cache)
+	files := kept()
+	if len(files) != 1 {
+		t.Fatalf("kept %v, want one compiled module", files)
+	}
+	// A load moves the file's modification time: set it back, and see it
+	// move again.
+	old := time.Now().Add(-48 * time.Hour)
+	if err := os.Chtimes(files[0], old, old); err != nil {
+		t.Fatal(err)
+	}
+	loaded := startAndStop(cache)
+	if info, err := os.Stat(files[0]); err != nil || !info.ModTime().After(old.Add(time.Hour)) {
+		t.Fatalf("the second start did not load %s (%v, %v)", files[0], info.ModTime(), err)
+	}
+	none := startAndStop("")
+	if len(kept()) != 1 {
+		t.Fatalf("kept %v after a start without a cache", kept())
+	}
+	t.Logf("start with one WASM plugin: compiling %s, from the cache %s, without a cache %s",
+		compiled.Round(time.Millisecond), loaded.Round(time.Millisecond), none.Round(time.Millisecond))
 }

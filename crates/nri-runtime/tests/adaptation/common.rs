@@ -139,6 +139,7 @@ impl Harness {
             .socket_path(&socket)
             .plugin_path(dir.path().join("plugins"))
             .plugin_config_path(dir.path().join("conf.d"))
+            .wasm_cache_dir(Some(dir.path().join("wasm-cache")))
             .registration_timeout(Duration::from_secs(2))
             .request_timeout(Duration::from_secs(2))
             .metrics(Arc::new(TestMetrics(Arc::clone(&metrics))));

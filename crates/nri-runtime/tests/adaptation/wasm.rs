@@ -93,6 +93,10 @@ async fn a_wasm_plugin_is_loaded_configured_and_adjusts_without_signal_handlers(
     h.nri.start().await.unwrap();
     assert_eq!(h.nri.plugins(), ["10-wasm"]);
     assert!(!logged("Found WASM plugin").is_empty());
+    // Its compiled form is kept for the next start.
+    let cache = h.plugin_dir().parent().unwrap().join("wasm-cache");
+    let kept: Vec<_> = std::fs::read_dir(&cache).unwrap().collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
     assert!(!logged("pre-connected-wasm:10-wasm subscribed").is_empty());
 
     let rsp = h
