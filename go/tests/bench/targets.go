@@ -74,10 +74,9 @@ const (
 	limitsValidator = "the boundary, as for one plugin alone, and the default validator's share: ~36,000 instructions " +
 		"(the pod and the container as the validator reads them taken from the request's bytes, the checks), where " +
 		"upstream's builtin validator reads its Go objects"
-	limitsWasm = "the module runs in wasmi, an interpreter with fuel metering for the deadline (see \"WASM plugins\" " +
-		"below), where wazero compiles it; the core's own part is as for one ttrpc plugin. What would close it: an " +
-		"engine that compiles (wasmtime, measured four to five times faster per call), with its compiled modules " +
-		"cached on disk"
+	limitsWasm = "the module runs as Cranelift compiled it, with every bound checked by its code (no signal " +
+		"handlers; see \"WASM plugins\" below), where wazero's code relies on guard pages; the core's part is as for " +
+		"one ttrpc plugin, plus a hop to tokio's blocking pool and back"
 	limitsLarge = "the 3.3 MB reply is decoded by the core and the merged reply encoded again and decoded by " +
 		"go/adaptation, where upstream decodes once; decoding it into rust-protobuf's owned strings and maps is most " +
 		"of the core's part (5. below)"
