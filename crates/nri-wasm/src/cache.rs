@@ -13,12 +13,14 @@
 //! A file's name is the SHA-256 of the module's bytes and of the engine's
 //! compatibility hash: a changed module or engine misses and is compiled
 //! anew. Files unused for [`UNUSED_FOR`] are removed when another is
-//! stored.
+//! stored, and so is what a process that died while storing one left
+//! aside (after [`ASIDE_LEFT_FOR`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use sha2::{Digest, Sha256};
@@ -27,7 +29,17 @@ use wasmtime::{Engine, Module};
 /// How long a compiled module stays on disk without being loaded.
 pub(crate) const UNUSED_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// How old a file written aside must be to be the leftover of a process
+/// that died while writing it: writing one takes seconds.
+pub(crate) const ASIDE_LEFT_FOR: Duration = Duration::from_secs(3600);
+
 const SUFFIX: &str = ".cwasm";
+/// Files being written are named `<hash>.tmp-<pid>-<n>`.
+const ASIDE: &str = ".tmp-";
+
+/// Numbers this process's files written aside, so that two stores in it
+/// never share one.
+static ASIDE_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// A cache directory, checked and ready.
 pub(crate) struct Cache {
@@ -73,7 +85,8 @@ impl Cache {
         }
     }
 
-    /// Removes compiled modules not loaded for [`UNUSED_FOR`].
+    /// Removes compiled modules not loaded for [`UNUSED_FOR`], and what
+    /// processes that died while storing one left aside.
     fn prune(&self, keep: &Path) {
         let Ok(entries) = fs::read_dir(&self.dir) else {
             return;
@@ -81,12 +94,20 @@ impl Cache {
         let now = SystemTime::now();
         for entry in entries.flatten() {
             let path = entry.path();
-            let ours = path.extension().is_some_and(|e| e == &SUFFIX[1..]);
-            let unused = entry
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let kept_for = if name.ends_with(SUFFIX) {
+                UNUSED_FOR
+            } else if name.contains(ASIDE) {
+                ASIDE_LEFT_FOR
+            } else {
+                continue;
+            };
+            let old = entry
                 .metadata()
                 .and_then(|m| m.modified())
-                .is_ok_and(|at| now.duration_since(at).unwrap_or_default() > UNUSED_FOR);
-            if ours && unused && path != keep {
+                .is_ok_and(|at| now.duration_since(at).unwrap_or_default() > kept_for);
+            if old && path != keep {
                 let _ = fs::remove_file(&path);
             }
         }
@@ -96,6 +117,13 @@ impl Cache {
 impl Entry {
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The name this process's `seq`th store writes before renaming.
+    fn aside(&self, seq: u64) -> PathBuf {
+        let mut name = self.path.clone().into_os_string();
+        name.push(format!("{ASIDE}{}-{seq}", std::process::id()));
+        PathBuf::from(name)
     }
 
     /// The compiled module, if the cache has a trusted one the engine
@@ -132,10 +160,14 @@ impl Entry {
         let bytes = module
             .serialize()
             .map_err(|e| io::Error::other(format!("{e:#}")))?;
-        let aside = self
-            .path
-            .with_extension(format!("tmp-{}", std::process::id()));
-        let res = write_synced(&aside, &bytes).and_then(|()| fs::rename(&aside, &self.path));
+        let aside = self.aside(ASIDE_SEQ.fetch_add(1, Ordering::Relaxed));
+        let mut res = write_synced(&aside, &bytes);
+        if res.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::AlreadyExists) {
+            // Left by an earlier process with this pid that died writing.
+            let _ = fs::remove_file(&aside);
+            res = write_synced(&aside, &bytes);
+        }
+        let res = res.and_then(|()| fs::rename(&aside, &self.path));
         if res.is_err() {
             let _ = fs::remove_file(&aside);
         }

@@ -279,7 +279,11 @@ mod cache {
     }
 
     fn age(path: &Path, days: u64) {
-        let then = SystemTime::now() - Duration::from_secs(days * 24 * 3600);
+        age_by(path, Duration::from_secs(days * 24 * 3600));
+    }
+
+    fn age_by(path: &Path, by: Duration) {
+        let then = SystemTime::now() - by;
         fs::File::options()
             .append(true)
             .open(path)
@@ -360,5 +364,36 @@ mod cache {
         assert!(!old.exists());
         assert!(recent.exists() && other.exists());
         assert_eq!(files(tmp.path()).len(), 3);
+    }
+
+    #[test]
+    fn what_a_process_left_aside_when_it_died_does_not_stop_a_store() {
+        let wasm = module(ECHO, "");
+        let probe = tempfile::tempdir().unwrap();
+        load_cached(&wasm, probe.path());
+        let name = files(probe.path())[0].file_name().unwrap().to_string_lossy().into_owned();
+
+        let tmp = tempfile::tempdir().unwrap();
+        let left = |pid: u32, seq: u64| tmp.path().join(format!("{name}.tmp-{pid}-{seq}"));
+        // The names this process's next stores would write, as an earlier
+        // process with the same pid would have left them.
+        let pid = std::process::id();
+        for seq in 0..64 {
+            fs::write(left(pid, seq), b"cut short").unwrap();
+        }
+        // Another process's, from hours ago and from now.
+        let (stale, recent) = (left(1, 0), left(2, 0));
+        fs::write(&stale, b"cut short").unwrap();
+        fs::write(&recent, b"being written").unwrap();
+        age_by(&stale, Duration::from_secs(2 * 3600));
+
+        load_cached(&wasm, tmp.path());
+        assert!(tmp.path().join(&name).exists(), "not stored");
+        assert!(!stale.exists());
+        assert!(recent.exists());
+        let ours = (0..64).filter(|&seq| left(pid, seq).exists()).count();
+        assert_eq!(ours, 63, "the store should have replaced one of this pid's leftovers");
+        let p = load_cached(&wasm, tmp.path());
+        assert_eq!(p.call("CreateContainer", b"x", SECOND).unwrap(), b"x");
     }
 }
