@@ -63,21 +63,32 @@ func TestSmokeWasm(t *testing.T) {
 	bin := rustBin()
 	bins := binaries{goPlugin: buildGoPlugin(t), rustPlugin: filepath.Join(bin, "nri-bench-plugin"),
 		core: filepath.Join(bin, "nri-bench-core"), wasmPlugin: buildWasmPlugin(t)}
-	s := smokeSettings(`^create-wasm-1$`, "")
+	s := smokeSettings(`^(create|start)-wasm-1$`, "")
 	s.Wasm = true
 	res, err := run(s, bins, testing.Verbose(), false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Cases) != 1 || len(res.Cases[0].Configs) != 2 {
-		t.Fatalf("want create-wasm-1 with 2 configurations: %+v", res.Cases)
+	want := map[string][]string{
+		"create-wasm-1": {stubWasm, stubWasm},
+		"start-wasm-1":  {stubWasm, stubWasmFirst, stubWasm},
 	}
-	for _, cf := range res.Cases[0].Configs {
-		if cf.Stub != stubWasm || len(cf.Errors) > 0 || len(cf.Rounds) != 2 || cf.P50us <= 0 {
-			t.Errorf("%s/%s: %d rounds, p50 %v, errors %v", cf.Impl, cf.Stub, len(cf.Rounds), cf.P50us, cf.Errors)
+	if len(res.Cases) != len(want) {
+		t.Fatalf("want the cases %v: %+v", want, res.Cases)
+	}
+	for _, c := range res.Cases {
+		stubs := want[c.Name]
+		if len(c.Configs) != len(stubs) {
+			t.Fatalf("%s: %d configurations, want %d", c.Name, len(c.Configs), len(stubs))
+		}
+		for i, cf := range c.Configs {
+			if cf.Stub != stubs[i] || len(cf.Errors) > 0 || len(cf.Rounds) != 2 || cf.P50us <= 0 {
+				t.Errorf("%s %s/%s: %d rounds, p50 %v, errors %v", c.Name, cf.Impl, cf.Stub, len(cf.Rounds), cf.P50us, cf.Errors)
+			}
 		}
 	}
-	// Its two rows in the target table, measured; no row for the stubs.
+	// Their rows in the target table, measured: CPU and p50 of the event,
+	// time and memory of either start; no row for the stubs.
 	rows := 0
 	for _, tg := range res.Targets {
 		if strings.Contains(tg.What, "WASM") {
@@ -90,8 +101,8 @@ func TestSmokeWasm(t *testing.T) {
 			t.Errorf("a stub row for the WASM case: %q", tg.What)
 		}
 	}
-	if rows != 2 {
-		t.Errorf("%d WASM target rows, want 2 (CPU and p50)", rows)
+	if rows != 6 {
+		t.Errorf("%d WASM target rows, want 6", rows)
 	}
 }
 

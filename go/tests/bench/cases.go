@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
+
+	nrirs "github.com/nri-rs/nri-rs/go/adaptation"
 )
 
 // Results, as written to the JSON file.
@@ -121,8 +123,12 @@ func (h *harness) freshInstance(impl, stub string, c *caseDef) (*instance, error
 			return nil, err
 		}
 	}
-	return newInstance(impl, dir, c.Validator)
+	return newInstance(impl, dir, c.Validator, nrirs.WithWasmCacheDir(h.wasmCache()))
 }
+
+// wasmCache is where nri-rs keeps compiled WASM modules during the run:
+// the first instance with a module compiles it, the later ones load it.
+func (h *harness) wasmCache() string { return filepath.Join(h.tmp, "wasm-cache") }
 
 // preinstall puts c's plugins into dir's plugin directory as the runtime
 // launches them: an executable NN-name each, here a script that runs the
@@ -483,6 +489,60 @@ func runSync(h *harness, c *caseDef, impl, stub string, round int) (res roundRes
 		res.RSSGrowthKiB = max(res.RSSGrowthKiB, int64(g))
 	}
 	res.Plugins = []pluginSample{{PeakRSSKiB: int64(median(pluginPeak))}}
+	return res, nil
+}
+
+// runStart measures starts of an adaptation with c's WASM plugins in its
+// plugin directory: New and Start, which returns once every plugin there
+// runs (compiled, instantiated, configured and synchronized). One
+// CreateContainer then checks that each plugin adjusts. The growth is the
+// process's peak RSS above what it was before New, so it includes the
+// compiler's transient memory.
+func runStart(h *harness, c *caseDef, impl, stub string, round int) (res roundResult, err error) {
+	res.Round = round
+	var lat, cpu, growth []float64
+	warmup := c.warmup
+	if stub == stubWasm && impl == implNriRs {
+		warmup = max(warmup, 1) // the start that fills the cache, if none did
+	}
+	for i := 0; i < warmup+c.ops; i++ {
+		dir, err := h.newDir()
+		if err != nil {
+			return res, err
+		}
+		if err := h.preinstallWasm(dir, c); err != nil {
+			return res, err
+		}
+		cache := h.wasmCache()
+		if stub == stubWasmFirst {
+			cache = filepath.Join(dir, "wasm-cache")
+		}
+		settle()
+		before := takeSample()
+		t0 := time.Now()
+		in, err := newInstance(impl, dir, false, nrirs.WithWasmCacheDir(cache))
+		if err != nil {
+			return res, err
+		}
+		took, cpu1 := time.Since(t0), cpuTime()
+		peak := statusKiB("self", "VmHWM")
+		ctx, cancel := opContext()
+		err = createOp(c)(ctx, in.rt, h.req.copyFor("create"), true)
+		cancel()
+		in.rt.Stop()
+		if err != nil {
+			return res, fmt.Errorf("CreateContainer after the start: %w", err)
+		}
+		if i < warmup {
+			continue
+		}
+		lat = append(lat, float64(took.Nanoseconds())/1e3)
+		cpu = append(cpu, float64((cpu1 - before.cpu).Microseconds()))
+		growth = append(growth, float64(max(peak-before.rssKiB, 0)))
+	}
+	latencyStats(&res, lat)
+	res.CPUusPerOp = median(cpu)
+	res.RSSGrowthKiB = int64(median(growth))
 	return res, nil
 }
 

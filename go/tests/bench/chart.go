@@ -57,6 +57,9 @@ func writeChart(r *results, path string) error {
 	}
 	var groups []group
 	for _, c := range r.Cases {
+		if c.Kind == "start" { // seconds, not an event's microseconds
+			continue
+		}
 		g := group{title: c.Title}
 		if c.Kind == "floor" {
 			g.title = c.Name

@@ -239,6 +239,17 @@ func caseList(s settings, req *requests) []*caseDef {
 			s.Ops, createOp)
 		out[len(out)-1].Launched = true
 		out[len(out)-1].configs = [][2]string{{implUpstream, stubWasm}, {implNriRs, stubWasm}}
+		// Starting with that plugin: upstream compiles its module at every
+		// start; nri-rs at a node's first (wasm-first: its cache empty),
+		// then loads what it kept.
+		c := &caseDef{ops: 3, warmup: 1, run: runStart,
+			configs: [][2]string{{implUpstream, stubWasm}, {implNriRs, stubWasmFirst}, {implNriRs, stubWasm}}}
+		if s.Smoke {
+			c.ops, c.warmup = 1, 0
+		}
+		c.Name, c.Title, c.Kind, c.Mode, c.Plugins = "start-wasm-1", "New and Start with 1 WASM plugin installed", "start", "typical", 1
+		c.Launched, c.EventsPerOp = true, 1
+		out = append(out, c)
 	}
 	// The largest reply a plugin may send (about 3.3 MB): the merge's cost.
 	event("create-large-1", "CreateContainer, 1 plugin with a 3.3 MB reply", "create", "large", 1, 1,

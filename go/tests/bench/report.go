@@ -108,8 +108,11 @@ func loadStr(l []float64) string {
 }
 
 func stubLabel(stub string) string {
-	if stub == stubNone {
+	switch stub {
+	case stubNone:
 		return "–"
+	case stubWasmFirst:
+		return "wasm (cache empty)"
 	}
 	return stub + " stub"
 }
@@ -228,13 +231,17 @@ func markdown(r *results, resultsName, pngRel string) string {
 		}
 		floor, trips := r.floorFor(&c)
 		for _, cf := range c.Configs {
-			ref := r.find(c.Name, implUpstream, cf.Stub)
+			refStub := cf.Stub
+			if refStub == stubWasmFirst {
+				refStub = stubWasm
+			}
+			ref := r.find(c.Name, implUpstream, refStub)
 			p50r, cpur := "", ""
 			if cf.Impl == implNriRs && ref != nil && len(cf.Rounds) > 0 {
 				p50r, cpur = fmtRatio(cf.P50us/ref.P50us), fmtRatio(cf.CPUusPerOp/ref.CPUusPerOp)
 			}
 			dist := "–"
-			if floor > 0 && trips > 0 && cf.P50us > 0 {
+			if floor > 0 && trips > 0 && cf.P50us > 0 && c.Kind != "start" {
 				dist = fmt.Sprintf("%.0f×", cf.P50us/(floor*float64(trips)))
 			}
 			if len(cf.Rounds) == 0 {

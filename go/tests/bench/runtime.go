@@ -31,6 +31,9 @@ const (
 	stubRust     = "rust"
 	stubNone     = "none" // a case without plugins
 	stubWasm     = "wasm" // a WASM module on upstream's pkg/api (go/tests/wasm/plugin)
+	// The same module at a node's first start: nri-rs's compiled-module
+	// cache empty (upstream keeps none, so it has no such configuration).
+	stubWasmFirst = "wasm-first"
 )
 
 type syncCB = func(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error)
@@ -57,13 +60,14 @@ func benchValidator() *validator.DefaultValidatorConfig {
 	return &validator.DefaultValidatorConfig{Enable: true, RejectOCIHookAdjustment: true, RequiredPlugins: []string{"bench0"}}
 }
 
-func newInstance(impl, dir string, withValidator bool) (*instance, error) {
-	return newInstanceWith(impl, dir, withValidator, nil)
+func newInstance(impl, dir string, withValidator bool, extra ...nrirs.Option) (*instance, error) {
+	return newInstanceWith(impl, dir, withValidator, nil, extra...)
 }
 
 // newInstanceWith is newInstance whose update callback calls onUpdate
-// (if not nil) for every unsolicited update request.
-func newInstanceWith(impl, dir string, withValidator bool, onUpdate func()) (*instance, error) {
+// (if not nil) for every unsolicited update request; extra options go to
+// nri-rs's adaptation.
+func newInstanceWith(impl, dir string, withValidator bool, onUpdate func(), extra ...nrirs.Option) (*instance, error) {
 	in := &instance{impl: impl, dir: dir, socket: filepath.Join(dir, "nri.sock"), syncCh: make(chan struct{}, 64)}
 	for _, sub := range []string{"plugins", "conf.d"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
@@ -116,6 +120,7 @@ func newInstanceWith(impl, dir string, withValidator bool, onUpdate func()) (*in
 		if withValidator {
 			opts = append(opts, nrirs.WithDefaultValidator(benchValidator()))
 		}
+		opts = append(opts, extra...)
 		in.rt, err = nrirs.New("nri-bench", "1.0",
 			func(ctx context.Context, cb nrirs.SyncCB) error { return syncFn(ctx, cb) }, updateFn, opts...)
 	default:
