@@ -89,6 +89,9 @@ type soakResult struct {
 		// The slowest recovery: from starting a plugin (or the adaptation)
 		// until every plugin was registered again.
 		SlowestPluginMs, SlowestRuntimeMs float64
+		// Every recovery, in order.
+		PluginMs  []float64 `json:"plugin_ms,omitempty"`
+		RuntimeMs []float64 `json:"runtime_ms,omitempty"`
 	} `json:"restarts"`
 	// Unsolicited updates the plugins say the runtime took, and the
 	// runtime's update callback's count.
@@ -286,7 +289,9 @@ func (r *soakRun) run() error {
 				return fmt.Errorf("restart plugin %d after %d lifecycles: %w", slot, i, err)
 			}
 			r.res.Restarts.Plugin++
-			r.res.Restarts.SlowestPluginMs = math.Max(r.res.Restarts.SlowestPluginMs, ms(time.Since(started)))
+			took := ms(time.Since(started))
+			r.res.Restarts.SlowestPluginMs = math.Max(r.res.Restarts.SlowestPluginMs, took)
+			r.res.Restarts.PluginMs = append(r.res.Restarts.PluginMs, took)
 			time.Sleep(20 * time.Millisecond)
 		}
 		if i%r.s.JoinLeaveEvery == 0 {
@@ -348,7 +353,9 @@ func (r *soakRun) restartRuntime() error {
 		return err
 	}
 	r.res.Restarts.Runtime++
-	r.res.Restarts.SlowestRuntimeMs = math.Max(r.res.Restarts.SlowestRuntimeMs, ms(time.Since(started)))
+	took := ms(time.Since(started))
+	r.res.Restarts.SlowestRuntimeMs = math.Max(r.res.Restarts.SlowestRuntimeMs, took)
+	r.res.Restarts.RuntimeMs = append(r.res.Restarts.RuntimeMs, took)
 	time.Sleep(20 * time.Millisecond)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 )
@@ -144,8 +145,20 @@ func soakMarkdown(r *soakResults, jsonName, pngRel string) string {
 	row("plugin restarts / joins and leaves / adaptation restarts", func(x *soakResult) string {
 		return fmt.Sprintf("%d / %d / %d", x.Restarts.Plugin, x.Restarts.JoinLeave, x.Restarts.Runtime)
 	})
-	row("slowest recovery: plugin restart / adaptation restart", func(x *soakResult) string {
-		return fmt.Sprintf("%.0f ms / %.0f ms", x.Restarts.SlowestPluginMs, x.Restarts.SlowestRuntimeMs)
+	// Runs from before every recovery was kept have the slowest only.
+	recovery := func(all []float64, slowest float64) string {
+		if len(all) == 0 {
+			return fmt.Sprintf("slowest %.0f ms", slowest)
+		}
+		sorted := append([]float64(nil), all...)
+		sort.Float64s(sorted)
+		return fmt.Sprintf("%.1f / %.1f / %.1f ms", median(sorted), percentile(sorted, 0.99), slowest)
+	}
+	row("recovery after a plugin restart: median / p99 / slowest", func(x *soakResult) string {
+		return recovery(x.Restarts.PluginMs, x.Restarts.SlowestPluginMs)
+	})
+	row("recovery after an adaptation restart: median / p99 / slowest", func(x *soakResult) string {
+		return recovery(x.Restarts.RuntimeMs, x.Restarts.SlowestRuntimeMs)
 	})
 	row("plugin processes whose event count is off", func(x *soakResult) string {
 		off := 0

@@ -255,7 +255,7 @@ func main() {
 				<-closed
 			}
 			p.stub.Store(nil)
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // as nri-bench-plugin's -reconnect
 		}
 	}
 	s, err := stub.New(p, append(opts, stub.WithOnClose(done))...)

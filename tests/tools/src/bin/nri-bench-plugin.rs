@@ -15,7 +15,8 @@
 //!   bytes and 2,000 environment variables of 100 bytes: a reply of about
 //!   3.3 MB, near ttrpc's 4 MiB limit;
 //! * `-reconnect`: connect again whenever the runtime goes away (the stub's
-//!   reconnect); exit only when stdin closes;
+//!   reconnect, every 10 ms: the soak times the runtime's recovery, not a
+//!   pause of the plugin's); exit only when stdin closes;
 //! * `-unsolicited N`: after every N-th CreateContainer, send an
 //!   unsolicited update of that container (the slot's resource fields);
 //! * `-wait-stdin`: print `waiting`, then read one line from stdin before
@@ -361,7 +362,7 @@ async fn main() {
         builder = builder.name(args.name).idx(args.idx);
     }
     if args.reconnect {
-        builder = builder.reconnect(Duration::from_millis(50));
+        builder = builder.reconnect(Duration::from_millis(10));
     }
     let stub = builder.build(plugin).unwrap_or_else(|e| {
         eprintln!("nri-bench-plugin: {e}");
