@@ -15,6 +15,7 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"runtime/cgo"
 	"time"
 	"unsafe"
@@ -52,6 +53,21 @@ func nriGoSync(h C.uintptr_t, cb *C.nri_sync_cb, reply *C.nri_reply) {
 	if err := r.syncFn(context.Background(), syncCB); err != nil {
 		replyError(reply, err.Error())
 	}
+	letReadiedRun()
+}
+
+// letReadiedRun lets what the runtime's callback readied run before the
+// callback returns to the core's thread. A goroutine readied on this
+// thread's P (a channel send, a mutex handed over) waits in that P's queue,
+// and returning to C keeps the P in a system call: the goroutine runs only
+// once another P steals it or sysmon takes the P back, which in a quiet
+// process is up to 10 ms later. When the core's other thread is in Go too
+// (its log), no P is idle to steal it. Measured by make soak: the goroutine
+// a sync callback woke ran 10-19 ms late after about one plugin restart in
+// four, and never after this (docs/RELIABILITY.md). Only the callbacks that
+// run the runtime's own code, which are rare, pay for the switch.
+func letReadiedRun() {
+	runtime.Gosched()
 }
 
 // syncState is the runtime's state while the core synchronizes plugins
@@ -160,6 +176,7 @@ func nriGoUpdate(h C.uintptr_t, req *C.uint8_t, n C.size_t, reply *C.nri_reply) 
 	}
 	failed, err := r.updateFn(context.Background(), in.Update)
 	replyWith(reply, &api.UpdateContainersResponse{Failed: failed}, err)
+	letReadiedRun()
 }
 
 // builtinOps decodes a builtin plugin request and calls the matching method

@@ -68,9 +68,12 @@ type soakSample struct {
 	Lifecycles int     `json:"lifecycles"`
 	Seconds    float64 `json:"seconds"`
 	RSSKiB     int64   `json:"rss_kib"`
-	FDs        int     `json:"fds"`
-	Threads    int     `json:"threads"`
-	Goroutines int     `json:"goroutines"`
+	// Of which private memory (RssAnon): the heaps and stacks, not the
+	// program's code and data that the page cache shares.
+	AnonKiB    int64 `json:"rss_anon_kib,omitempty"`
+	FDs        int   `json:"fds"`
+	Threads    int   `json:"threads"`
+	Goroutines int   `json:"goroutines"`
 	// The four plugins' VmRSS, summed.
 	PluginRSSKiB int64 `json:"plugin_rss_kib"`
 	// Latency of the lifecycles since the previous sample.
@@ -238,7 +241,8 @@ func (r *soakRun) run() error {
 			}
 		}
 		s := soakSample{Lifecycles: i, Seconds: time.Since(t0).Seconds(), RSSKiB: statusKiB("self", "VmRSS"),
-			FDs: countFDs(), Threads: int(statusKiB("self", "Threads")), Goroutines: runtime.NumGoroutine(),
+			AnonKiB: statusKiB("self", "RssAnon"),
+			FDs:     countFDs(), Threads: int(statusKiB("self", "Threads")), Goroutines: runtime.NumGoroutine(),
 			PluginRSSKiB: pluginRSS, P50us: percentile(lat, 0.5), P99us: percentile(lat, 0.99)}
 		r.res.Samples = append(r.res.Samples, s)
 		r.h.logf("soak %-8s %6d lifecycles %6.0fs: rss %6d KiB fds %3d threads %3d goroutines %4d plugins %6d KiB p99 %7.0f µs",
@@ -283,8 +287,8 @@ func (r *soakRun) run() error {
 		}
 		if i%r.s.PluginRestartEvery == 0 {
 			slot := (i / r.s.PluginRestartEvery) % 4
-			started := time.Now()
 			r.stopPlugin(slot)
+			started := time.Now()
 			if err := r.startPlugin(slot); err != nil {
 				return fmt.Errorf("restart plugin %d after %d lifecycles: %w", slot, i, err)
 			}

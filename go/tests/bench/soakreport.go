@@ -183,6 +183,9 @@ func soakMarkdown(r *soakResults, jsonName, pngRel string) string {
 	row("runtime RSS, after warm-up → end", func(x *soakResult) string {
 		return first(x, func(v soakSample) string { return fmtKiB(float64(v.RSSKiB)) })
 	})
+	row("of which private (RssAnon), after warm-up → end", func(x *soakResult) string {
+		return first(x, func(v soakSample) string { return fmtKiB(float64(v.AnonKiB)) })
+	})
 	row("fds, after warm-up → end", func(x *soakResult) string { return first(x, func(v soakSample) string { return fmt.Sprint(v.FDs) }) })
 	row("threads, after warm-up → end", func(x *soakResult) string {
 		return first(x, func(v soakSample) string { return fmt.Sprint(v.Threads) })
