@@ -78,7 +78,7 @@ const (
 		"handlers; see \"WASM plugins\" below), where wazero's code relies on guard pages; the core's part is as for " +
 		"one ttrpc plugin, plus a hop to tokio's blocking pool and back"
 	limitsWasmFirstStart = "Cranelift compiles the module (a Go module: ~10 s of CPU on these machines, in parallel on " +
-		"up to 4 threads, a transient ~260 MiB) where wazero compiles it in ~2 s; later starts load what it kept. " +
+		"up to 4 threads, a transient ~260 MiB) where wazero compiles it in 2 to 3 s on one; later starts load what it kept. " +
 		"No setting closes it: Winch needs signal handlers, and Cranelift's single-pass allocator (wasmtime 48, Rust " +
 		"1.95) still takes 3 to 4 s on two cores and triples each call (see \"WASM plugins\" below)"
 	limitsLarge = "the 3.3 MB reply is decoded by the core and the merged reply encoded again and decoded by " +
