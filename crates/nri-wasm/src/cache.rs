@@ -162,7 +162,10 @@ impl Entry {
             .map_err(|e| io::Error::other(format!("{e:#}")))?;
         let aside = self.aside(ASIDE_SEQ.fetch_add(1, Ordering::Relaxed));
         let mut res = write_synced(&aside, &bytes);
-        if res.as_ref().is_err_and(|e| e.kind() == io::ErrorKind::AlreadyExists) {
+        if res
+            .as_ref()
+            .is_err_and(|e| e.kind() == io::ErrorKind::AlreadyExists)
+        {
             // Left by an earlier process with this pid that died writing.
             let _ = fs::remove_file(&aside);
             res = write_synced(&aside, &bytes);

@@ -371,7 +371,11 @@ mod cache {
         let wasm = module(ECHO, "");
         let probe = tempfile::tempdir().unwrap();
         load_cached(&wasm, probe.path());
-        let name = files(probe.path())[0].file_name().unwrap().to_string_lossy().into_owned();
+        let name = files(probe.path())[0]
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
 
         let tmp = tempfile::tempdir().unwrap();
         let left = |pid: u32, seq: u64| tmp.path().join(format!("{name}.tmp-{pid}-{seq}"));
@@ -392,7 +396,10 @@ mod cache {
         assert!(!stale.exists());
         assert!(recent.exists());
         let ours = (0..64).filter(|&seq| left(pid, seq).exists()).count();
-        assert_eq!(ours, 63, "the store should have replaced one of this pid's leftovers");
+        assert_eq!(
+            ours, 63,
+            "the store should have replaced one of this pid's leftovers"
+        );
         let p = load_cached(&wasm, tmp.path());
         assert_eq!(p.call("CreateContainer", b"x", SECOND).unwrap(), b"x");
     }
