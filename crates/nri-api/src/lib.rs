@@ -44,7 +44,7 @@ pub use event::{EventMask, UnknownEvent, ALL_EVENTS};
 pub use optional::OptionalValue;
 pub use owners::ConflictError;
 pub use plugin::{
-    check_plugin_index, check_plugin_name, parse_plugin_name, PluginNameError,
+    check_plugin_index, check_plugin_name, is_wasm_module, parse_plugin_name, PluginNameError,
     DEFAULT_REGISTRATION_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, DEFAULT_SOCKET_PATH, PLUGIN_IDX_ENV,
     PLUGIN_NAME_ENV, PLUGIN_SOCKET_ENV,
 };

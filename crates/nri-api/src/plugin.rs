@@ -17,6 +17,20 @@ pub const DEFAULT_REGISTRATION_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default time a plugin has to answer a request.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The first bytes of a WebAssembly binary module: magic and version 1.
+const WASM_MAGIC: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
+
+/// Whether a file of the plugin directory is a WASM plugin module rather
+/// than an executable: the runtime and what prepares its modules (the
+/// `nri-wasm-compile` tool) tell them apart alike, by the first bytes.
+pub fn is_wasm_module(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| magic == WASM_MAGIC)
+}
+
 /// Why a plugin name or index is not acceptable. The texts are upstream's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PluginNameError {
@@ -70,6 +84,25 @@ pub fn check_plugin_name(name: &str) -> Result<(), PluginNameError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wasm_modules_are_told_from_executables_by_their_first_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
+        assert!(is_wasm_module(&file(
+            "10-module",
+            b"\0asm\x01\0\0\0 and code"
+        )));
+        assert!(!is_wasm_module(&file("10-script", b"#!/bin/sh\n")));
+        // Version 2 of the binary format, and a file cut short.
+        assert!(!is_wasm_module(&file("10-later", b"\0asm\x02\0\0\0")));
+        assert!(!is_wasm_module(&file("10-short", b"\0asm")));
+        assert!(!is_wasm_module(&dir.path().join("10-missing")));
+    }
 
     #[test]
     fn names_and_indices() {

@@ -45,7 +45,7 @@ pub(crate) async fn start_plugins(
     let discovered = launch::discover(&plugin_path, &config_path)?;
     let (modules, executables): (Vec<_>, Vec<_>) = discovered
         .into_iter()
-        .partition(|d| launch::is_wasm(&d.path));
+        .partition(|d| nri_api::is_wasm_module(&d.path));
     // Modules are compiled one at a time (two at once would only share the
     // cores), then the executables are launched together.
     for d in modules {

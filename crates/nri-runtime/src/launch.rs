@@ -14,9 +14,6 @@ use super::dropin::{self, RuntimeDropin};
 use super::Error;
 use nri_api as api;
 
-/// The first bytes of a WebAssembly module.
-const WASM_MAGIC: [u8; 8] = [0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00];
-
 /// An executable found in the plugin directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Discovered {
@@ -108,16 +105,6 @@ pub(crate) fn read_named(
         }
     }
     Ok(None)
-}
-
-/// Whether the file is a WebAssembly module rather than an executable.
-pub(crate) fn is_wasm(path: &Path) -> bool {
-    use std::io::Read;
-    let mut magic = [0u8; 8];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .map(|()| magic == WASM_MAGIC)
-        .unwrap_or(false)
 }
 
 /// Starts the plugin process with the peer end of a socketpair as fd 3 and
@@ -224,16 +211,5 @@ mod tests {
         exe(plugins.path(), "bad");
         let err = discover(plugins.path(), plugins.path()).unwrap_err();
         assert!(err.to_string().contains("idx-pluginname expected"), "{err}");
-    }
-
-    #[test]
-    fn wasm_modules_are_recognized_by_their_magic() {
-        let dir = tempfile::tempdir().unwrap();
-        let w = dir.path().join("10-w");
-        fs::write(&w, WASM_MAGIC).unwrap();
-        assert!(is_wasm(&w));
-        let s = dir.path().join("10-s");
-        fs::write(&s, "#!/bin/sh\n").unwrap();
-        assert!(!is_wasm(&s));
     }
 }

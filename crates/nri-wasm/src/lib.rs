@@ -25,7 +25,8 @@ mod cache;
 mod deadline;
 mod wasi;
 
-use std::path::Path;
+use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -33,7 +34,7 @@ use wasmtime::{Config, Engine, Linker, Module, Store, Trap, UpdateDeadline};
 
 pub use abi::METHODS;
 use abi::{Exports, Failure, State};
-use cache::Cache;
+use cache::{Cache, Entry};
 use deadline::Watchdog;
 use log::{debug, info, warn};
 
@@ -182,21 +183,8 @@ impl Host {
             }
         });
         let entry = cache.as_ref().map(|c| c.entry(&self.engine, wasm));
-        if let Some(entry) = &entry {
-            match entry.load(&self.engine) {
-                Ok(Some(module)) => {
-                    debug!(
-                        "WASM plugin {name}: compiled module from {}",
-                        entry.path().display()
-                    );
-                    return Ok(module);
-                }
-                Ok(None) => {}
-                Err(e) => warn!(
-                    "WASM plugin {name}: compiled module {} not used: {e}; compiling again",
-                    entry.path().display()
-                ),
-            }
+        if let Some(module) = entry.as_ref().and_then(|e| self.cached(name, e)) {
+            return Ok(module);
         }
         let started = Instant::now();
         let module = self.compile(wasm)?;
@@ -214,6 +202,28 @@ impl Host {
             }
         }
         Ok(module)
+    }
+
+    /// The module `entry` holds, if it holds one this engine accepts; a
+    /// file that is there but not used is logged.
+    fn cached(&self, name: &str, entry: &Entry) -> Option<Module> {
+        match entry.load(&self.engine) {
+            Ok(Some(module)) => {
+                debug!(
+                    "WASM plugin {name}: compiled module from {}",
+                    entry.path().display()
+                );
+                Some(module)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                warn!(
+                    "WASM plugin {name}: compiled module {} not used: {e}; compiling again",
+                    entry.path().display()
+                );
+                None
+            }
+        }
     }
 
     /// Compiles `wasm` on a pool of threads of its own, which ends with
@@ -300,6 +310,17 @@ impl Plugin {
     ) -> Result<Plugin, LoadError> {
         let host = host()?;
         let module = host.module(name, wasm, cache_dir)?;
+        Plugin::instantiate(host, &module, name, limits, init_timeout)
+    }
+
+    /// `module` instantiated and started, its interface checked.
+    fn instantiate(
+        host: &'static Host,
+        module: &Module,
+        name: &str,
+        limits: &Limits,
+        init_timeout: Duration,
+    ) -> Result<Plugin, LoadError> {
         let mut store = Store::new(&host.engine, State::new(name.to_string(), limits.memory));
         store.limiter(|s| &mut s.limits);
         // Past the epoch's next step, the store asks whether its call's
@@ -311,7 +332,7 @@ impl Plugin {
         });
         let instance = host
             .linker
-            .instantiate(&mut store, &module)
+            .instantiate(&mut store, module)
             .map_err(|e| LoadError::Link(format!("{e:#}")))?;
         if let Some(init) = instance.get_func(&mut store, "_initialize") {
             let init = init
@@ -376,6 +397,81 @@ impl Plugin {
             }
         }
     }
+}
+
+/// What [`precompile`] found or did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Precompiled {
+    /// The cache already held the module, compiled by this engine.
+    Cached(PathBuf),
+    /// Compiled now, in `took`, and stored.
+    Compiled { path: PathBuf, took: Duration },
+}
+
+impl Precompiled {
+    /// The cache file that holds the compiled module.
+    pub fn path(&self) -> &Path {
+        match self {
+            Precompiled::Cached(path) | Precompiled::Compiled { path, .. } => path,
+        }
+    }
+}
+
+/// Why [`precompile`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PrecompileError {
+    /// The module would not load as a plugin either.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The cache directory or file could not be used.
+    #[error("compiled-module cache {}: {source}", .path.display())]
+    Cache { path: PathBuf, source: io::Error },
+}
+
+/// Puts `wasm`'s compiled form into the cache in `cache_dir`, where
+/// [`Plugin::load`] with that directory finds it, so that a runtime's
+/// first start with the module need not compile it (a Go module takes
+/// some 10 s of CPU and a few hundred MiB). Meant for a node's setup, in
+/// a process of its own and as the runtime's user: the cache trusts
+/// only files of the process's own user.
+///
+/// The module is also instantiated and started, as [`Plugin::load`]
+/// does, and stored only if it implements the plugin interface. Unlike a
+/// runtime's load, a cache that cannot be used is an error.
+pub fn precompile(
+    name: &str,
+    wasm: &[u8],
+    cache_dir: &Path,
+    init_timeout: Duration,
+) -> Result<Precompiled, PrecompileError> {
+    let host = host()?;
+    let cache = Cache::open(cache_dir).map_err(|source| PrecompileError::Cache {
+        path: cache_dir.to_path_buf(),
+        source,
+    })?;
+    let entry = cache.entry(&host.engine, wasm);
+    let (module, done) = match host.cached(name, &entry) {
+        Some(module) => (module, Precompiled::Cached(entry.path().to_path_buf())),
+        None => {
+            let started = Instant::now();
+            let module = host.compile(wasm)?;
+            let done = Precompiled::Compiled {
+                path: entry.path().to_path_buf(),
+                took: started.elapsed(),
+            };
+            (module, done)
+        }
+    };
+    Plugin::instantiate(host, &module, name, &Limits::default(), init_timeout)?;
+    if let Precompiled::Compiled { .. } = done {
+        entry
+            .store(&cache, &module)
+            .map_err(|source| PrecompileError::Cache {
+                path: entry.path().to_path_buf(),
+                source,
+            })?;
+    }
+    Ok(done)
 }
 
 /// The code a module exited with through WASI's `proc_exit`.

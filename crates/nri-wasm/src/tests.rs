@@ -403,4 +403,74 @@ mod cache {
         let p = load_cached(&wasm, tmp.path());
         assert_eq!(p.call("CreateContainer", b"x", SECOND).unwrap(), b"x");
     }
+
+    fn inode(path: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        fs::metadata(path).unwrap().ino()
+    }
+
+    #[test]
+    fn a_precompiled_module_is_what_a_load_then_finds() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("cache");
+        let wasm = module(ECHO, "");
+        let done = precompile("10-test", &wasm, &dir, SECOND).unwrap();
+        let Precompiled::Compiled { path, .. } = &done else {
+            panic!("{done:?}");
+        };
+        assert_eq!(files(&dir), std::slice::from_ref(path));
+        assert_eq!(
+            precompile("10-test", &wasm, &dir, SECOND).unwrap(),
+            Precompiled::Cached(path.clone())
+        );
+        // A load takes that file: compiling again would store a new one
+        // under the same name.
+        let ino = inode(path);
+        age(path, 2);
+        let before = modified(path);
+        let p = load_cached(&wasm, &dir);
+        assert_eq!(inode(path), ino);
+        assert!(modified(path) > before);
+        assert_eq!(p.call("CreateContainer", b"x", SECOND).unwrap(), b"x");
+        // And the other way round: what a load stored, precompile finds.
+        let other = module("(i64.const 0)", "");
+        load_cached(&other, &dir);
+        assert!(matches!(
+            precompile("20-other", &other, &dir, SECOND).unwrap(),
+            Precompiled::Cached(_)
+        ));
+        assert_eq!(files(&dir).len(), 2);
+    }
+
+    #[test]
+    fn precompile_stores_only_plugins_and_only_in_a_trusted_cache() {
+        let tmp = tempfile::tempdir().unwrap();
+        let no_malloc = wat::parse_str(
+            r#"(module (memory (export "memory") 1)
+                (func (export "plugin_api_version") (result i64) (i64.const 1)))"#,
+        )
+        .unwrap();
+        match precompile("10-test", &no_malloc, tmp.path(), SECOND) {
+            Err(PrecompileError::Load(LoadError::Interface(text))) => {
+                assert!(text.ends_with("is not exported"), "{text}")
+            }
+            other => panic!("{other:?}"),
+        }
+        match precompile("10-test", b"not a module", tmp.path(), SECOND) {
+            Err(PrecompileError::Load(LoadError::Compile(_))) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(files(tmp.path()).is_empty());
+
+        // Where a runtime would compile without the cache, precompiling
+        // has nothing to do: it fails.
+        fs::set_permissions(tmp.path(), fs::Permissions::from_mode(0o777)).unwrap();
+        match precompile("10-test", &module(ECHO, ""), tmp.path(), SECOND) {
+            Err(e @ PrecompileError::Cache { .. }) => {
+                assert!(e.to_string().contains("writable by others"), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(files(tmp.path()).is_empty());
+    }
 }

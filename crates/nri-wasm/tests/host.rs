@@ -4,7 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use nri_wasm::{CallError, Limits, Plugin, METHODS};
+use nri_wasm::{CallError, Limits, Plugin};
+
+mod common;
+use common::module;
 
 /// The handlers of the signals a JIT engine would catch for its traps.
 fn handlers() -> Vec<(i32, usize)> {
@@ -28,25 +31,6 @@ fn thread_names() -> Vec<String> {
         .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
         .map(|n| n.trim().to_string())
         .collect()
-}
-
-/// A module whose `plugin_create_container` runs `body`.
-fn module(body: &str) -> Vec<u8> {
-    let others: String = METHODS
-        .iter()
-        .filter(|(_, e)| *e != "plugin_create_container")
-        .map(|(_, e)| format!("(func (export \"{e}\") (param i32 i32) (result i64) (i64.const 0))"))
-        .collect();
-    wat::parse_str(format!(
-        r#"(module
-            (memory (export "memory") 1)
-            (func (export "malloc") (param i32) (result i32) (i32.const 1024))
-            (func (export "free") (param i32))
-            (func (export "plugin_api_version") (result i64) (i64.const 1))
-            (func (export "plugin_create_container") (param i32 i32) (result i64) {body})
-            {others})"#
-    ))
-    .unwrap()
 }
 
 #[test]
