@@ -68,16 +68,23 @@ write-pc = sed -e 's|@PREFIX@|$(1)|' -e 's|@LIBDIR@|$(2)|' -e 's|@INCLUDEDIR@|$(
   -e 's|@VERSION@|$(NRI_VERSION)|' -e 's|@NATIVE_LIBS@|$(NRI_PC_LIBS)|' crates/nri-capi/nri.pc.in
 
 ## install: libnri.a, nri.h, nri.pc and nri.proto under DESTDIR/PREFIX
-## (release build). `pkg-config --cflags --libs nri` then has what a C or
-## cgo build needs; see docs/INTEGRATION.md.
+## (release build), and nri-wasm-compile, which a node's setup runs so
+## that the runtime's first start loads its WASM plugins compiled.
+## `pkg-config --cflags --libs nri` then has what a C or cgo build needs;
+## see docs/INTEGRATION.md.
 PREFIX  ?= /usr/local
 DESTDIR ?=
+BINDIR  ?= $(PREFIX)/bin
 LIBDIR  ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 DATADIR ?= $(PREFIX)/share
 install:
 	$(RELEASE_LIB) --locked
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(DATADIR)/nri-rs
+	@# Release, as the library: the two share every dependency's build,
+	@# and the tool's engine must be the library's for its files to load.
+	$(CARGO) build --release --locked -p nri-wasm --bin nri-wasm-compile
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(DATADIR)/nri-rs
+	install -m 755 $(TARGET_DIR)/release/nri-wasm-compile $(DESTDIR)$(BINDIR)/nri-wasm-compile
 	install -m 644 $(TARGET_DIR)/release/libnri.a $(DESTDIR)$(LIBDIR)/libnri.a
 	install -m 644 $(NRI_INCLUDE_DIR)/nri.h $(DESTDIR)$(INCLUDEDIR)/nri.h
 	install -m 644 crates/nri-api/proto/nri.proto $(DESTDIR)$(DATADIR)/nri-rs/nri.proto

@@ -459,6 +459,61 @@ func statusBytes(t *testing.T, field string) int64 {
 	return 0
 }
 
+// TestPrecompiledModulesAreLoaded compiles the plugin directory with
+// nri-wasm-compile, as a node's setup would, and requires the runtime's
+// start to load that file instead of compiling: same file, same inode.
+func TestPrecompiledModulesAreLoaded(t *testing.T) {
+	dir := os.Getenv("NRI_RS_BIN_DIR")
+	if dir == "" {
+		dir = "../../../target/debug"
+	}
+	tool, err := filepath.Abs(filepath.Join(dir, "nri-wasm-compile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plugins := t.TempDir()
+	if err := os.WriteFile(filepath.Join(plugins, "10-good"), pluginModule(t), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(t.TempDir(), "cache")
+	started := time.Now()
+	out, err := exec.Command(tool, "--cache-dir", cache, plugins).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", tool, err, out)
+	}
+	compiled := time.Since(started)
+	files, err := filepath.Glob(filepath.Join(cache, "*.cwasm"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("%s left %v (%v), want one compiled module:\n%s", tool, files, err, out)
+	}
+	before, err := os.Stat(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-48 * time.Hour)
+	if err := os.Chtimes(files[0], old, old); err != nil {
+		t.Fatal(err)
+	}
+
+	started = time.Now()
+	n, err := startNode(t, implNriRs, []installed{withConfig(pluginModule(t), "10-good", "name=good")},
+		nrirs.WithWasmCacheDir(cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded := time.Since(started)
+	n.rt.Stop()
+	after, err := os.Stat(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(before, after) || !after.ModTime().After(old.Add(time.Hour)) {
+		t.Fatalf("the start did not load %s as nri-wasm-compile wrote it", files[0])
+	}
+	t.Logf("one WASM plugin: nri-wasm-compile %s, then the runtime's start %s",
+		compiled.Round(time.Millisecond), loaded.Round(time.Millisecond))
+}
+
 // nri-rs keeps a module's compiled form in its cache directory and loads
 // it from there at the next start (upstream compiles at every start);
 // WithWasmCacheDir("") keeps none.
