@@ -80,9 +80,11 @@ INCLUDEDIR ?= $(PREFIX)/include
 DATADIR ?= $(PREFIX)/share
 install:
 	$(RELEASE_LIB) --locked
-	@# Release, as the library: the two share every dependency's build,
-	@# and the tool's engine must be the library's for its files to load.
-	$(CARGO) build --release --locked -p nri-wasm --bin nri-wasm-compile
+	@# Release, with nri-capi selected too so that features resolve as
+	@# for the library: the tool then links the very dependencies the
+	@# library was built from (nothing is compiled again), and its engine
+	@# is the library's, which the files it writes need in order to load.
+	$(CARGO) build --release --locked -p nri-wasm -p nri-capi --bin nri-wasm-compile
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(DATADIR)/nri-rs
 	install -m 755 $(TARGET_DIR)/release/nri-wasm-compile $(DESTDIR)$(BINDIR)/nri-wasm-compile
 	install -m 644 $(TARGET_DIR)/release/libnri.a $(DESTDIR)$(LIBDIR)/libnri.a
