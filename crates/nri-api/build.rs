@@ -27,6 +27,21 @@ fn main() {
         .run()
         .expect("generating NRI protobuf code");
 
+    // The file's descriptor on its own, for `wire`'s tables: read from
+    // these bytes, they need none of rust-protobuf's reflection index,
+    // which is built on first use and kept for the process's life.
+    let set = protobuf_parse::Parser::new()
+        .pure()
+        .include("proto")
+        .input(PROTO)
+        .file_descriptor_set()
+        .expect("parsing proto/nri.proto");
+    let [file] = set.file.as_slice() else {
+        panic!("proto/nri.proto imports nothing, so it is the only file");
+    };
+    let bytes = protobuf::Message::write_to_bytes(file).expect("encoding the descriptor");
+    fs::write(out.join("nri.descriptor"), bytes).expect("writing the descriptor");
+
     for name in ["nri.rs", "nri_ttrpc.rs"] {
         let path = out.join(name);
         let text = fs::read_to_string(&path).expect("reading generated code");

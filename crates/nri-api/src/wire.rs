@@ -9,23 +9,29 @@
 //! walks the message with the same `CodedInputStream` calls the generated
 //! decoder makes, driven by the descriptors of `nri.proto`, so it accepts
 //! exactly the bytes decoding accepts (`tests/wire.rs` compares the two on
-//! mutated requests), and it fails with decoding's own error.
+//! mutated requests), and it fails with decoding's own error. Its tables
+//! are made from the descriptor the build writes next to the generated
+//! code, not from rust-protobuf's reflection, whose index of the file
+//! (0.4 MiB) would stay in the runtime's heap for good.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use protobuf::descriptor::field_descriptor_proto::{Label, Type};
-use protobuf::reflect::{FileDescriptor, MessageDescriptor};
+use protobuf::descriptor::{DescriptorProto, FileDescriptorProto};
 use protobuf::rt::WireType;
-use protobuf::{CodedInputStream, Message, MessageFull};
+use protobuf::{CodedInputStream, Message};
+
+/// `nri.proto`'s `FileDescriptorProto`, encoded (see `build.rs`).
+const DESCRIPTOR: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/nri.descriptor"));
 
 /// Whether `bytes` are an `M`, well-formed: `Ok` exactly when decoding
 /// them within their own length succeeds (see [`decode_within`]), and
 /// otherwise decoding's error. Nothing is allocated unless the bytes are
 /// refused.
-pub fn check<M: MessageFull>(bytes: &[u8]) -> protobuf::Result<()> {
+pub fn check<M: Message>(bytes: &[u8]) -> protobuf::Result<()> {
     let shapes = shapes();
-    let Some(root) = shapes.root(M::descriptor().full_name()) else {
+    let Some(root) = shapes.root(M::NAME) else {
         // Not one of nri.proto's messages: only decoding can tell.
         return decode_within::<M>(bytes).map(drop);
     };
@@ -43,7 +49,7 @@ pub fn check<M: MessageFull>(bytes: &[u8]) -> protobuf::Result<()> {
 /// nested message whose length runs past the end of the input, read as far
 /// as the input goes; other decoders (Go's among them) refuse it, and so
 /// does this.
-pub fn decode_within<M: MessageFull>(bytes: &[u8]) -> protobuf::Result<M> {
+pub fn decode_within<M: Message>(bytes: &[u8]) -> protobuf::Result<M> {
     let mut is = CodedInputStream::from_bytes(bytes);
     let outer = is.push_limit(bytes.len() as u64)?;
     let mut m = M::new();
@@ -142,7 +148,7 @@ pub fn decode_fields<M: Message>(buf: &[u8], numbers: &[u32]) -> protobuf::Resul
 /// after the other, make the same message as `buf`, or fail to decode as it
 /// does; the split lets a caller decode the rest and pass on the field's
 /// bytes as they are.
-pub fn split_leading<M: MessageFull>(buf: &[u8], number: u32) -> Option<(&[u8], &[u8])> {
+pub fn split_leading<M: Message>(buf: &[u8], number: u32) -> Option<(&[u8], &[u8])> {
     let (lead, rest) = leading_entries(buf, number)?;
     check::<M>(lead).ok()?;
     Some((lead, rest))
@@ -382,86 +388,110 @@ impl Shape {
 /// Every message of `nri.proto`, map entries included.
 struct Shapes {
     shapes: Vec<Shape>,
-    /// Each message's full name and index in `shapes`, sorted by name.
-    /// (A sorted list, not a hash map: it lives as long as the process,
-    /// and leak checkers see a hash map's entries only through pointers
-    /// into the middle of its table.)
+    /// The index in `shapes` of each top-level message, by its name
+    /// (`Message::NAME`: nri.proto nests no message but map entries,
+    /// which are never checked on their own), sorted by name. (A sorted
+    /// list, not a hash map: it lives as long as the process, and leak
+    /// checkers see a hash map's entries only through pointers into the
+    /// middle of its table.)
     names: Vec<(String, usize)>,
 }
 
 fn shapes() -> &'static Shapes {
     static SHAPES: OnceLock<Shapes> = OnceLock::new();
-    SHAPES.get_or_init(|| Shapes::of(crate::generated::nri::file_descriptor()))
+    SHAPES.get_or_init(|| {
+        let file = FileDescriptorProto::parse_from_bytes(DESCRIPTOR)
+            .expect("the build wrote a well-formed descriptor");
+        Shapes::of(&file)
+    })
 }
 
 impl Shapes {
-    /// The index of the message named `full_name`.
-    fn root(&self, full_name: &str) -> Option<usize> {
+    /// The index of the top-level message named `name`.
+    fn root(&self, name: &str) -> Option<usize> {
         self.names
-            .binary_search_by(|(name, _)| name.as_str().cmp(full_name))
+            .binary_search_by(|(n, _)| n.as_str().cmp(name))
             .ok()
             .map(|i| self.names[i].1)
     }
 
-    fn of(file: &FileDescriptor) -> Shapes {
-        fn collect(d: MessageDescriptor, all: &mut Vec<MessageDescriptor>) {
-            for nested in d.nested_messages() {
-                collect(nested, all);
+    fn of(file: &FileDescriptorProto) -> Shapes {
+        /// `d` and the messages nested in it, each with its full name in
+        /// the form fields refer to them (`.package.Outer.Inner`).
+        fn collect<'a>(
+            d: &'a DescriptorProto,
+            scope: &str,
+            all: &mut Vec<(String, &'a DescriptorProto)>,
+        ) {
+            let name = format!("{scope}.{}", d.name());
+            for nested in &d.nested_type {
+                collect(nested, &name, all);
             }
-            all.push(d);
+            all.push((name, d));
         }
+        let package = format!(".{}", file.package());
         let mut all = Vec::new();
-        for d in file.messages() {
-            collect(d, &mut all);
+        for d in &file.message_type {
+            collect(d, &package, &mut all);
         }
-        let index: HashMap<String, usize> = all
+        let index: HashMap<&str, usize> = all
             .iter()
             .enumerate()
-            .map(|(i, d)| (d.full_name().to_string(), i))
+            .map(|(i, (name, _))| (name.as_str(), i))
             .collect();
-        let value = |d: &MessageDescriptor, number: u32| -> Value {
+        let value = |d: &DescriptorProto, number: i32| -> Value {
             let f = d
-                .field_by_number(number)
-                .expect("a field of a descriptor's own");
-            value_of(f.proto().type_(), f.proto().type_name(), &index)
+                .field
+                .iter()
+                .find(|f| f.number() == number)
+                .expect("a map entry has its key and value");
+            value_of(f.type_(), f.type_name(), &index)
         };
         let shapes = all
             .iter()
-            .map(|d| {
+            .map(|(_, d)| {
                 let mut fields = Vec::new();
-                for f in d.fields() {
-                    let p = f.proto();
-                    let v = value_of(p.type_(), p.type_name(), &index);
-                    let kind = match (p.label(), v) {
+                for f in &d.field {
+                    let v = value_of(f.type_(), f.type_name(), &index);
+                    let kind = match (f.label(), v) {
                         (Label::LABEL_REPEATED, Value::Message(entry))
-                            if all[entry].is_map_entry() =>
+                            if all[entry].1.options.map_entry() =>
                         {
                             Kind::Map {
-                                key: value(&all[entry], 1),
-                                value: value(&all[entry], 2),
+                                key: value(all[entry].1, 1),
+                                value: value(all[entry].1, 2),
                             }
                         }
                         (Label::LABEL_REPEATED, v) => Kind::Repeated(v),
                         (_, v) => Kind::Singular(v),
                     };
-                    fields.push((p.number() as u32, kind));
+                    fields.push((f.number() as u32, kind));
                 }
                 Shape::of(&fields)
             })
             .collect();
-        let mut names: Vec<(String, usize)> = index.into_iter().collect();
+        let mut names: Vec<(String, usize)> = file
+            .message_type
+            .iter()
+            .map(|d| {
+                (
+                    d.name().to_string(),
+                    index[format!("{package}.{}", d.name()).as_str()],
+                )
+            })
+            .collect();
         names.sort();
         Shapes { shapes, names }
     }
 }
 
-fn value_of(t: Type, type_name: &str, index: &HashMap<String, usize>) -> Value {
+fn value_of(t: Type, type_name: &str, index: &HashMap<&str, usize>) -> Value {
     match t {
         Type::TYPE_STRING => Value::Str,
         Type::TYPE_BYTES => Value::Bytes,
         Type::TYPE_MESSAGE | Type::TYPE_GROUP => Value::Message(
             *index
-                .get(type_name.trim_start_matches('.'))
+                .get(type_name)
                 .expect("nri.proto's messages refer to its own messages"),
         ),
         Type::TYPE_INT32 | Type::TYPE_ENUM => Value::Scalar(Scalar::Int32),
@@ -717,7 +747,20 @@ fn skip_field(r: &mut Reader, wire_type: WireType, depth: u32) -> Step {
 mod tests {
     use super::*;
     use crate::*;
-    use protobuf::Message;
+    use protobuf::reflect::MessageDescriptor;
+    use protobuf::{Message, MessageFull};
+
+    #[test]
+    fn the_tables_are_made_from_the_descriptor_the_generated_code_holds() {
+        let ours = FileDescriptorProto::parse_from_bytes(DESCRIPTOR).unwrap();
+        assert_eq!(&ours, generated::nri::file_descriptor().proto());
+        // Every top-level message is a root, under the name its type has.
+        let shapes = shapes();
+        assert_eq!(shapes.names.len(), ours.message_type.len());
+        assert!(shapes.root(CreateContainerRequest::NAME).is_some());
+        assert!(shapes.root(LinuxResources::NAME).is_some());
+        assert!(shapes.root("LabelsEntry").is_none());
+    }
 
     /// A request with every kind of field the walk knows: strings, maps of
     /// strings and of messages, nested and repeated messages, scalars,
@@ -790,9 +833,9 @@ mod tests {
         }
     }
 
-    fn walk_accepts<M: MessageFull>(bytes: &[u8]) -> bool {
+    fn walk_accepts<M: Message>(bytes: &[u8]) -> bool {
         let shapes = shapes();
-        let root = shapes.root(M::descriptor().full_name()).unwrap();
+        let root = shapes.root(M::NAME).unwrap();
         Walk { shapes }
             .message(&mut Reader::over(bytes), root, 0)
             .is_ok()
