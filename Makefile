@@ -286,7 +286,7 @@ bench-run:
 ## through nri-rs and upstream's adaptation at the same time, one bench
 ## process each, so that both meet the same load; the results are merged into
 ## docs/soak.json, docs/soak.png and the soak section of docs/RELIABILITY.md.
-## Fails if nri-rs's run does. Takes about an hour and a quarter; SOAK_FLAGS
+## Fails if nri-rs's run does. Takes about 35 minutes; SOAK_FLAGS
 ## adds flags (e.g. SOAK_FLAGS="-soak-lifecycles 20000").
 ## `make test` runs a short version (go/tests/bench/soak_test.go).
 SOAK_FLAGS ?= -v
