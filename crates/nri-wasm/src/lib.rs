@@ -408,15 +408,6 @@ pub enum Precompiled {
     Compiled { path: PathBuf, took: Duration },
 }
 
-impl Precompiled {
-    /// The cache file that holds the compiled module.
-    pub fn path(&self) -> &Path {
-        match self {
-            Precompiled::Cached(path) | Precompiled::Compiled { path, .. } => path,
-        }
-    }
-}
-
 /// Why [`precompile`] failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PrecompileError {
