@@ -107,8 +107,16 @@ example: build
 
 ## test: every test (Rust unit + integration, Go wrapper, wire and interop,
 ## upstream's adaptation suite, header, C tests of the ABI, containerd and
-## CRI-O built with nri-rs running their own NRI end-to-end tests)
-test: check-header provenance test-rust test-go conformance test-c test-install e2e
+## CRI-O built with nri-rs running their own NRI end-to-end tests).
+## The steps run in this order, each timed, so that a slow CI run says
+## which step took the time.
+TEST_STEPS := check-header provenance test-rust test-go conformance test-c test-install e2e
+test:
+	@for step in $(TEST_STEPS); do \
+	  start=$$(date +%s); \
+	  $(MAKE) --no-print-directory $$step || exit 1; \
+	  echo "make test: $$step took $$(( $$(date +%s) - start )) s"; \
+	done
 
 test-rust:
 	$(CARGO) test --workspace
