@@ -234,6 +234,42 @@ typedef uint32_t nri_deprecation;
 #endif // __cplusplus
 
 /**
+ * How a call into a lent engine's module ended.
+ */
+enum nri_wasm_status
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * The reply's data is the reply's encoding.
+   */
+  NRI_WASM_STATUS_OK = 0,
+  /**
+   * The plugin's handler failed the request; the reply's error is its
+   * text.
+   */
+  NRI_WASM_STATUS_REFUSED = 1,
+  /**
+   * The module trapped, exited, broke the interface or outgrew its
+   * memory, in this call or before; the reply's error says why. The
+   * plugin is closed.
+   */
+  NRI_WASM_STATUS_DEAD = 2,
+  /**
+   * The module was stopped at the call's deadline. The plugin is closed.
+   */
+  NRI_WASM_STATUS_TIMEOUT = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum nri_wasm_status nri_wasm_status;
+#else
+typedef uint32_t nri_wasm_status;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * An NRI runtime adaptation (Rust type: `Box<nri_adaptation>` around
  * `nri_runtime::Adaptation`, which owns its own tokio runtime thread).
  */
@@ -381,6 +417,60 @@ typedef void (*nri_log_fn)(void *user_data,
                            nri_log_level level,
                            const char *target,
                            const char *message);
+
+/**
+ * Loads a module: `wasm` is the module file's `len` bytes, `name` the
+ * plugin's (`NN-name`). The engine instantiates it with a memory of at
+ * most `memory_limit` bytes, runs its start function for at most
+ * `init_timeout_ns`, and checks the plugin interface. On success it sets
+ * `*module` to its handle for the module (not NULL); on failure it sets
+ * the reply's error. Runs on a blocking thread.
+ */
+typedef void (*nri_wasm_load_fn)(void *user_data,
+                                 const char *name,
+                                 const uint8_t *wasm,
+                                 size_t len,
+                                 uint64_t memory_limit,
+                                 uint64_t init_timeout_ns,
+                                 void **module,
+                                 struct nri_reply *reply);
+
+/**
+ * Calls `method` (a Plugin service method, e.g. "CreateContainer") of a
+ * loaded module with the request's encoding (`len` bytes at `request`);
+ * the module must stop within `timeout_ns`. The reply's data or error
+ * goes with the status it returns, one of `nri_wasm_status` (any other
+ * value counts as `NRI_WASM_STATUS_DEAD`). One call at a time per module,
+ * on a blocking thread.
+ */
+typedef uint32_t (*nri_wasm_call_fn)(void *user_data,
+                                     void *module,
+                                     const char *method,
+                                     const uint8_t *request,
+                                     size_t len,
+                                     uint64_t timeout_ns,
+                                     struct nri_reply *reply);
+
+/**
+ * Releases a loaded module, once, when its plugin is dropped.
+ */
+typedef void (*nri_wasm_release_fn)(void *user_data, void *module);
+
+/**
+ * A WASM engine, for `nri_options_set_wasm_engine`. All three functions
+ * are required.
+ */
+typedef struct nri_wasm_engine {
+  nri_wasm_load_fn load;
+  nri_wasm_call_fn call;
+  nri_wasm_release_fn release;
+  void *user_data;
+  /**
+   * Optional; called with `user_data` once, when the engine is dropped
+   * (after its last module is released).
+   */
+  nri_free_fn free_user_data;
+} nri_wasm_engine;
 
 /**
  * A builtin plugin's handler. `request` is the encoded request message of
@@ -1101,6 +1191,23 @@ nri_status nri_options_set_socket_path(struct nri_options *opts,
 nri_status nri_options_set_wasm_cache_dir(struct nri_options *opts,
                                           const char *dir,
                                           struct nri_error **err);
+
+/**
+ * Lends the library a WASM engine for the WASM plugins that the
+ * compiled-module cache does not hold: they run on it instead of being
+ * compiled at start (go/adaptation lends wazero, upstream's engine, so
+ * that a node's first start costs what upstream's does). Modules the
+ * cache holds still run compiled. Not used by a build without WASM
+ * support. The table is copied; its user data is owned from here on,
+ * even when this fails. Upstream has no such option.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `engine` points to a valid
+ * `nri_wasm_engine`; `err` is NULL or writable.
+ */
+nri_status nri_options_set_wasm_engine(struct nri_options *opts,
+                                       const struct nri_wasm_engine *engine,
+                                       struct nri_error **err);
 
 /**
  * Accept no external plugin connections: no socket is created

@@ -3,7 +3,7 @@
 //! give up on through an `nri_cancel`. Each blocks the calling thread until
 //! the event is done, as the lifecycle calls do (see `adaptation.rs`).
 
-use futures::executor::block_on;
+use nri_runtime::block_on_event;
 use protobuf::Message;
 
 use super::adaptation::nri_adaptation;
@@ -49,7 +49,7 @@ unsafe fn run_observed(
     let a = unsafe { nri_adaptation::arg(a) }?;
     // SAFETY: this function's contract: `req` is valid for `len` bytes.
     let req = unsafe { bytes("request", req, len) }?;
-    Ok(block_on(a.inner.relay_encoded(event, req.to_vec()))?)
+    Ok(block_on_event(a.inner.relay_encoded(event, req.to_vec()))?)
 }
 
 /// [`run_observed`] behind the error boundary.
@@ -137,10 +137,10 @@ pub unsafe extern "C" fn nri_adaptation_event(
         let req = unsafe { super::buffer::bytes("request", req, len) }?;
         let relayed = relay(&a.inner, event, req);
         let reply = match cancel {
-            None => block_on(relayed)?,
+            None => block_on_event(relayed)?,
             Some(c) => {
                 let (relayed, triggered) = (std::pin::pin!(relayed), std::pin::pin!(c.triggered()));
-                match block_on(futures::future::select(relayed, triggered)) {
+                match block_on_event(futures::future::select(relayed, triggered)) {
                     futures::future::Either::Left((reply, _)) => reply?,
                     futures::future::Either::Right((reason, _)) => return Err(reason.failure()),
                 }
@@ -312,7 +312,7 @@ pub unsafe extern "C" fn nri_adaptation_create_container(
         // Decoded and answered where the event runs (on this thread for
         // one plugin); plugins get the caller's bytes as they are (see
         // `create_container_wire`).
-        let r = block_on(a.inner.create_container_wire(bytes.to_vec()))?;
+        let r = block_on_event(a.inner.create_container_wire(bytes.to_vec()))?;
         rsp.write(nri_buffer::from_vec(r));
         Ok(())
     })
@@ -391,7 +391,7 @@ pub unsafe extern "C" fn nri_adaptation_update_container(
     // NULL or writable: event_with_response's preconditions.
     unsafe {
         event_with_response(a, req, len, rsp, err, |a, r: UpdateContainerRequest| {
-            block_on(a.update_container(r))
+            block_on_event(a.update_container(r))
         })
     }
 }
@@ -433,7 +433,7 @@ pub unsafe extern "C" fn nri_adaptation_stop_container(
     // NULL or writable: event_with_response's preconditions.
     unsafe {
         event_with_response(a, req, len, rsp, err, |a, r: StopContainerRequest| {
-            block_on(a.stop_container(r))
+            block_on_event(a.stop_container(r))
         })
     }
 }

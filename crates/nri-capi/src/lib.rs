@@ -35,6 +35,7 @@ mod metrics;
 mod options;
 mod ptr;
 mod spec;
+mod wasm_engine;
 
 pub use self::adaptation::*;
 pub use self::buffer::{nri_buffer, nri_buffer_free};
@@ -49,6 +50,9 @@ pub use self::log::*;
 pub use self::metrics::*;
 pub use self::options::*;
 pub use self::spec::*;
+pub use self::wasm_engine::{
+    nri_wasm_call_fn, nri_wasm_engine, nri_wasm_load_fn, nri_wasm_release_fn, nri_wasm_status,
+};
 
 use std::ffi::c_char;
 

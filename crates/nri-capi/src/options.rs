@@ -14,6 +14,7 @@ use super::metrics::{
     nri_audit_fn, nri_deprecation_fn, nri_metrics, FfiAudit, FfiDeprecation, FfiMetrics,
 };
 use super::ptr::{arg_ref, Handle};
+use super::wasm_engine::{nri_wasm_engine, FfiWasmEngine};
 use nri_runtime::{BuiltinPlugin, IdentityPolicy, Options};
 use nri_validator::DefaultValidatorConfig;
 
@@ -177,6 +178,36 @@ pub unsafe extern "C" fn nri_options_set_wasm_cache_dir(
     // SAFETY: nri_options_set_wasm_cache_dir's contract: `opts` comes from
     // nri_options_new, `err` is NULL or writable.
     unsafe { with_options(opts, err, set) }
+}
+
+/// Lends the library a WASM engine for the WASM plugins that the
+/// compiled-module cache does not hold: they run on it instead of being
+/// compiled at start (go/adaptation lends wazero, upstream's engine, so
+/// that a node's first start costs what upstream's does). Modules the
+/// cache holds still run compiled. Not used by a build without WASM
+/// support. The table is copied; its user data is owned from here on,
+/// even when this fails. Upstream has no such option.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `engine` points to a valid
+/// `nri_wasm_engine`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_wasm_engine(
+    opts: *mut nri_options,
+    engine: *const nri_wasm_engine,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: nri_options_set_wasm_engine's contract: `engine` points to a
+    // valid nri_wasm_engine (NULL is refused inside the boundary).
+    let engine = unsafe { FfiWasmEngine::from_c(engine) };
+    // SAFETY: nri_options_set_wasm_engine's contract: `opts` comes from
+    // nri_options_new, `err` is NULL or writable.
+    unsafe {
+        with_options(opts, err, |o| {
+            *o = std::mem::take(o).wasm_engine(Arc::new(engine?));
+            Ok(())
+        })
+    }
 }
 
 /// Accept no external plugin connections: no socket is created

@@ -9,7 +9,7 @@ use log::{info, warn};
 use crate::error::peer_text;
 use crate::plugin::{Origin, Plugin, Transport};
 use crate::shared::{Activation, Core};
-use crate::wasm::WasmPlugin;
+use crate::wasm::{LoadConfig, WasmPlugin};
 use crate::{connect, launch, sync, BuiltinPlugin, Error, SyncCb};
 
 /// Brings up builtin and pre-installed plugins and synchronizes them in one
@@ -105,15 +105,17 @@ async fn load_wasm(core: &Arc<Core>, d: &launch::Discovered) -> Result<Arc<Plugi
     }
     info!("Found WASM plugin: {}", d.path.display());
     let (path, name) = (d.path.clone(), format!("{}-{}", d.idx, d.base));
-    let (limit, init_timeout) = (core.wasm_memory_limit, core.registration_timeout());
-    let cache_dir = core.wasm_cache_dir.clone();
+    let cfg = LoadConfig {
+        memory_limit: core.wasm_memory_limit,
+        init_timeout: core.registration_timeout(),
+        cache_dir: core.wasm_cache_dir.clone(),
+        engine: core.wasm_engine.clone(),
+    };
     // Compiling a module takes a while: off the core's thread.
-    let module = tokio::task::spawn_blocking(move || {
-        WasmPlugin::load(&path, &name, limit, init_timeout, cache_dir.as_deref())
-    })
-    .await
-    .map_err(|e| fail(e.to_string()))?
-    .map_err(fail)?;
+    let module = tokio::task::spawn_blocking(move || WasmPlugin::load(&path, &name, &cfg))
+        .await
+        .map_err(|e| fail(e.to_string()))?
+        .map_err(fail)?;
     let p = Arc::new(Plugin::new(
         d.base.clone(),
         d.idx.clone(),

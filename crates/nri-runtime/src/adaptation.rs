@@ -88,6 +88,7 @@ impl Adaptation {
             audit,
             wasm_memory_limit: opts.wasm_memory_limit,
             wasm_cache_dir: opts.wasm_cache_dir.clone(),
+            wasm_engine: opts.wasm_engine.clone(),
             pod_guard: opts
                 .validator
                 .filter(|_| opts.guard_pods)

@@ -60,6 +60,7 @@ pub(crate) mod result;
 mod shared;
 mod sync;
 mod thread;
+mod waiting;
 mod wasm;
 
 pub use adaptation::Adaptation;
@@ -77,7 +78,11 @@ pub use options::{
 };
 pub use sync::{EncodedState, PluginSyncBlock, StateSource};
 pub use thread::core_threads;
-pub use wasm::{DEFAULT_WASM_CACHE_DIR, DEFAULT_WASM_MEMORY_LIMIT, WASM_SUPPORTED};
+pub use waiting::block_on_event;
+pub use wasm::{
+    WasmEngine, WasmFailure, WasmModule, DEFAULT_WASM_CACHE_DIR, DEFAULT_WASM_MEMORY_LIMIT,
+    WASM_SUPPORTED,
+};
 
 pub(crate) use shared::Core;
 

@@ -63,6 +63,7 @@ pub struct Options {
     pub(crate) nri_version: Option<String>,
     pub(crate) wasm_memory_limit: usize,
     pub(crate) wasm_cache_dir: Option<PathBuf>,
+    pub(crate) wasm_engine: Option<Arc<dyn crate::WasmEngine>>,
 }
 
 impl Default for Options {
@@ -96,6 +97,7 @@ impl Default for Options {
             nri_version: None,
             wasm_memory_limit: crate::DEFAULT_WASM_MEMORY_LIMIT,
             wasm_cache_dir: Some(crate::DEFAULT_WASM_CACHE_DIR.into()),
+            wasm_engine: None,
         }
     }
 }
@@ -132,6 +134,14 @@ impl Options {
     /// may write to it.
     pub fn wasm_cache_dir(mut self, dir: Option<PathBuf>) -> Self {
         self.wasm_cache_dir = dir;
+        self
+    }
+    /// An engine of the host's to run the WASM modules that the
+    /// compiled-module cache does not hold, in place of compiling them at
+    /// start (see [`WasmEngine`](crate::WasmEngine)). Not used in a build
+    /// without WASM support.
+    pub fn wasm_engine(mut self, engine: Arc<dyn crate::WasmEngine>) -> Self {
+        self.wasm_engine = Some(engine);
         self
     }
     /// Accept no external plugins (`WithDisabledExternalConnections`).

@@ -688,7 +688,7 @@ impl Plugin {
         let backstop = timeout + Duration::from_secs(1);
         let reply = match tokio::time::timeout(backstop, w.call(method, request, timeout)).await {
             Ok(reply) => reply,
-            Err(_) => Err(wasm::Failure::Timeout),
+            Err(_) => Err(wasm::WasmFailure::Timeout),
         };
         let failed = |message: String| Error::Builtin {
             plugin: self.name.clone(),
@@ -699,8 +699,8 @@ impl Plugin {
                 self.close();
                 failed(format!("invalid {method} reply: {e}"))
             }),
-            Err(wasm::Failure::Refused(text)) => Err(failed(text)),
-            Err(wasm::Failure::Dead(why)) => {
+            Err(wasm::WasmFailure::Refused(text)) => Err(failed(text)),
+            Err(wasm::WasmFailure::Dead(why)) => {
                 warn!(
                     "closing plugin {}, its module died in {method}: {}",
                     self.qualified_name(),
@@ -709,7 +709,7 @@ impl Plugin {
                 self.close();
                 Err(failed(why))
             }
-            Err(wasm::Failure::Timeout) => {
+            Err(wasm::WasmFailure::Timeout) => {
                 // Interrupted mid-call, the module cannot be called again,
                 // whatever the plugin's failure policy says.
                 self.close();

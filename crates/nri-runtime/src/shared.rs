@@ -49,6 +49,8 @@ pub(crate) struct Core {
     pub(crate) wasm_memory_limit: usize,
     /// [`Options::wasm_cache_dir`](crate::Options::wasm_cache_dir).
     pub(crate) wasm_cache_dir: Option<std::path::PathBuf>,
+    /// [`Options::wasm_engine`](crate::Options::wasm_engine).
+    pub(crate) wasm_engine: Option<std::sync::Arc<dyn crate::WasmEngine>>,
     /// Checks a pod's required plugins, when they guard pods
     /// ([`Options::required_plugins_guard_pods`](crate::Options::required_plugins_guard_pods)).
     pub(crate) pod_guard: Option<nri_validator::DefaultValidator>,

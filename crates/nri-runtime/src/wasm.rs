@@ -2,56 +2,121 @@
 //! built without the `wasm` feature, refused as upstream built with
 //! `nri_no_wasm` refuses them.
 //!
-//! A module is compiled to machine code when it loads, or taken compiled
-//! from the cache directory (`Options::wasm_cache_dir`).
+//! A module is taken compiled from the cache directory
+//! (`Options::wasm_cache_dir`) when it holds it; else it runs on the engine
+//! the host lent (`Options::wasm_engine`), or, when none was lent, it is
+//! compiled to machine code as it loads.
 //!
-//! A call runs on tokio's blocking pool, never on the core's thread: a
-//! module computes for as long as its deadline lets it, and the core's
-//! thread serves every other plugin meanwhile.
+//! A call never runs on the core's thread: a module computes for as long
+//! as its deadline lets it, and the core's thread serves every other plugin
+//! meanwhile. It runs on the thread of a caller blocked on the event
+//! ([`crate::block_on_event`], the C ABI's event calls), else on tokio's
+//! blocking pool.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Whether this build runs WASM plugins.
 pub const WASM_SUPPORTED: bool = cfg!(feature = "wasm");
 
-/// A loaded module. Without the feature there is none: the type is empty.
-#[cfg(feature = "wasm")]
-pub(crate) struct WasmPlugin(std::sync::Arc<nri_wasm::Plugin>);
-#[cfg(not(feature = "wasm"))]
-pub(crate) enum WasmPlugin {}
+/// A WASM engine the host lends the core for the modules that the
+/// compiled-module cache does not hold: go/adaptation lends wazero, the
+/// engine upstream runs modules on, so that a node's first start with a
+/// module costs what upstream's does rather than a Cranelift compile.
+/// Modules the cache holds run compiled, on wasmtime, whatever is lent.
+///
+/// The engine must implement upstream's plugin interface for WASM
+/// (`plugin_<method>`, `malloc`/`free`, `env.log`, API version 1) as
+/// nri-wasm does, and give a module no files, arguments or environment.
+pub trait WasmEngine: Send + Sync + 'static {
+    /// Instantiates `wasm` as plugin `name`, its memory capped at
+    /// `memory_limit` bytes, its start function cut off at `init_timeout`,
+    /// and checks its interface. Runs on a blocking thread.
+    fn load(
+        &self,
+        name: &str,
+        wasm: &[u8],
+        memory_limit: usize,
+        init_timeout: Duration,
+    ) -> Result<Box<dyn WasmModule>, String>;
+}
 
-/// How a call failed, for the plugin's relay to classify.
-#[cfg_attr(not(feature = "wasm"), allow(dead_code))]
-pub(crate) enum Failure {
+/// A module a [`WasmEngine`] loaded. Called one request at a time, on a
+/// blocking thread; dropped when its plugin is.
+pub trait WasmModule: Send + Sync {
+    /// Calls `method` (a Plugin service method, such as `CreateContainer`)
+    /// with the request's encoding; the reply's encoding. The module must
+    /// stop at `timeout`.
+    fn call(&self, method: &str, request: &[u8], timeout: Duration)
+        -> Result<Vec<u8>, WasmFailure>;
+}
+
+/// How a call into a WASM module failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WasmFailure {
     /// The plugin's handler failed the request: its text.
     Refused(String),
     /// The module died (trap, exit, broken interface, memory cap), in this
-    /// call or an earlier one.
+    /// call or an earlier one: it is closed as a plugin that crashed.
     Dead(String),
     /// Interrupted at its deadline.
     Timeout,
 }
 
+/// A loaded module. Without the feature there is none: the type is empty.
+#[cfg(feature = "wasm")]
+pub(crate) enum WasmPlugin {
+    /// Compiled by Cranelift, now or earlier (the cache), run by wasmtime.
+    Compiled(Arc<nri_wasm::Plugin>),
+    /// Run by the engine the host lent.
+    Lent(Arc<dyn WasmModule>),
+}
+#[cfg(not(feature = "wasm"))]
+pub(crate) enum WasmPlugin {}
+
+/// What a module is loaded with.
+#[cfg_attr(not(feature = "wasm"), allow(dead_code))]
+pub(crate) struct LoadConfig {
+    pub(crate) memory_limit: usize,
+    pub(crate) init_timeout: Duration,
+    pub(crate) cache_dir: Option<std::path::PathBuf>,
+    pub(crate) engine: Option<Arc<dyn WasmEngine>>,
+}
+
 impl WasmPlugin {
-    /// Loads the module at `path`, giving its start function `init_timeout`.
+    /// Loads the module at `path`: compiled from the cache if it holds it;
+    /// else on the engine the host lent, if it lent one; else compiled now
+    /// (and kept in the cache).
     #[cfg_attr(not(feature = "wasm"), allow(unused_variables))]
-    pub(crate) fn load(
-        path: &Path,
-        name: &str,
-        memory_limit: usize,
-        init_timeout: Duration,
-        cache_dir: Option<&Path>,
-    ) -> Result<WasmPlugin, String> {
+    pub(crate) fn load(path: &Path, name: &str, cfg: &LoadConfig) -> Result<WasmPlugin, String> {
         #[cfg(feature = "wasm")]
         {
             let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
             let limits = nri_wasm::Limits {
-                memory: memory_limit,
+                memory: cfg.memory_limit,
             };
-            nri_wasm::Plugin::load(name, &bytes, &limits, init_timeout, cache_dir)
-                .map(|p| WasmPlugin(std::sync::Arc::new(p)))
-                .map_err(|e| e.to_string())
+            let cache_dir = cfg.cache_dir.as_deref();
+            let compiled = |p: nri_wasm::Plugin| WasmPlugin::Compiled(Arc::new(p));
+            let Some(engine) = &cfg.engine else {
+                return nri_wasm::Plugin::load(name, &bytes, &limits, cfg.init_timeout, cache_dir)
+                    .map(compiled)
+                    .map_err(|e| e.to_string());
+            };
+            if let Some(dir) = cache_dir {
+                let cached =
+                    nri_wasm::Plugin::load_compiled(name, &bytes, &limits, cfg.init_timeout, dir)
+                        .map_err(|e| e.to_string())?;
+                if let Some(p) = cached {
+                    return Ok(compiled(p));
+                }
+            }
+            log::debug!(
+                "WASM plugin {name}: not in the compiled-module cache, run on the host's engine"
+            );
+            engine
+                .load(name, &bytes, cfg.memory_limit, cfg.init_timeout)
+                .map(|m| WasmPlugin::Lent(Arc::from(m)))
         }
         #[cfg(not(feature = "wasm"))]
         Err("no WASM support".to_string())
@@ -62,27 +127,70 @@ impl WasmPlugin {
     pub(crate) async fn call(
         &self,
         method: &'static str,
-        request: std::sync::Arc<[u8]>,
+        request: Arc<[u8]>,
         timeout: Duration,
-    ) -> Result<Vec<u8>, Failure> {
+    ) -> Result<Vec<u8>, WasmFailure> {
         #[cfg(feature = "wasm")]
         {
-            use nri_wasm::CallError;
-            let plugin = std::sync::Arc::clone(&self.0);
-            let res =
-                tokio::task::spawn_blocking(move || plugin.call(method, &request, timeout)).await;
-            match res {
-                Ok(Ok(reply)) => Ok(reply),
-                Ok(Err(CallError::Refused(text))) => Err(Failure::Refused(text)),
-                Ok(Err(CallError::Timeout)) => Err(Failure::Timeout),
-                Ok(Err(e)) => Err(Failure::Dead(e.to_string())),
-                // A panic in the engine: the module is as good as dead.
-                Err(e) => Err(Failure::Dead(format!("WASM call failed: {e}"))),
+            // A caller blocked on this event runs the module itself; the
+            // core's thread must not block, so there it runs on tokio's
+            // blocking pool.
+            if crate::waiting::caller_waits() {
+                return self.call_here(method, &request, timeout);
             }
+            let w = self.clone();
+            tokio::task::spawn_blocking(move || w.call_here(method, &request, timeout))
+                .await
+                .unwrap_or_else(|e| Err(WasmFailure::Dead(format!("WASM call failed: {e}"))))
         }
         #[cfg(not(feature = "wasm"))]
         match *self {}
     }
+}
+
+#[cfg(feature = "wasm")]
+impl Clone for WasmPlugin {
+    fn clone(&self) -> Self {
+        match self {
+            WasmPlugin::Compiled(p) => WasmPlugin::Compiled(Arc::clone(p)),
+            WasmPlugin::Lent(m) => WasmPlugin::Lent(Arc::clone(m)),
+        }
+    }
+}
+
+#[cfg(feature = "wasm")]
+impl WasmPlugin {
+    /// Calls the module on this thread, blocking it for as long as the
+    /// module runs.
+    fn call_here(
+        &self,
+        method: &str,
+        request: &[u8],
+        timeout: Duration,
+    ) -> Result<Vec<u8>, WasmFailure> {
+        let call = std::panic::AssertUnwindSafe(|| match self {
+            WasmPlugin::Compiled(plugin) => compiled_call(plugin, method, request, timeout),
+            WasmPlugin::Lent(module) => module.call(method, request, timeout),
+        });
+        // A panic in the engine: the module is as good as dead.
+        std::panic::catch_unwind(call)
+            .unwrap_or_else(|_| Err(WasmFailure::Dead("WASM call failed: panic".to_string())))
+    }
+}
+
+#[cfg(feature = "wasm")]
+fn compiled_call(
+    plugin: &nri_wasm::Plugin,
+    method: &str,
+    request: &[u8],
+    timeout: Duration,
+) -> Result<Vec<u8>, WasmFailure> {
+    use nri_wasm::CallError;
+    plugin.call(method, request, timeout).map_err(|e| match e {
+        CallError::Refused(text) => WasmFailure::Refused(text),
+        CallError::Timeout => WasmFailure::Timeout,
+        e => WasmFailure::Dead(e.to_string()),
+    })
 }
 
 /// Where WASM plugins' compiled modules are kept by default.

@@ -218,7 +218,7 @@ impl Host {
             Ok(None) => None,
             Err(e) => {
                 warn!(
-                    "WASM plugin {name}: compiled module {} not used: {e}; compiling again",
+                    "WASM plugin {name}: compiled module {} not used: {e}",
                     entry.path().display()
                 );
                 None
@@ -311,6 +311,36 @@ impl Plugin {
         let host = host()?;
         let module = host.module(name, wasm, cache_dir)?;
         Plugin::instantiate(host, &module, name, limits, init_timeout)
+    }
+
+    /// As [`Plugin::load`], but only from the cache in `cache_dir`:
+    /// `None` when it does not hold `wasm` compiled for this engine (or
+    /// cannot be used), so that the caller can run the module some other
+    /// way instead of compiling it here.
+    pub fn load_compiled(
+        name: &str,
+        wasm: &[u8],
+        limits: &Limits,
+        init_timeout: Duration,
+        cache_dir: &Path,
+    ) -> Result<Option<Plugin>, LoadError> {
+        let host = host()?;
+        let cache = match Cache::open(cache_dir) {
+            Ok(cache) => cache,
+            Err(e) => {
+                warn!(
+                    "WASM plugin {name}: compiled-module cache {}: {e}; not used",
+                    cache_dir.display()
+                );
+                return Ok(None);
+            }
+        };
+        match host.cached(name, &cache.entry(&host.engine, wasm)) {
+            Some(module) => {
+                Plugin::instantiate(host, &module, name, limits, init_timeout).map(Some)
+            }
+            None => Ok(None),
+        }
     }
 
     /// `module` instantiated and started, its interface checked.
@@ -420,9 +450,10 @@ pub enum PrecompileError {
 }
 
 /// Puts `wasm`'s compiled form into the cache in `cache_dir`, where
-/// [`Plugin::load`] with that directory finds it, so that a runtime's
-/// first start with the module need not compile it (a Go module takes
-/// some 10 s of CPU and a few hundred MiB). Meant for a node's setup, in
+/// [`Plugin::load`] and [`Plugin::load_compiled`] with that directory
+/// find it, so that a runtime need not compile the module at start (a Go
+/// module takes some 10 s of CPU and a few hundred MiB) nor run it on
+/// another engine. Meant for a node's setup, in
 /// a process of its own and as the runtime's user: the cache trusts
 /// only files of the process's own user.
 ///

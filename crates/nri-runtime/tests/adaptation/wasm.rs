@@ -171,3 +171,184 @@ async fn a_file_that_is_not_a_plugin_module_is_skipped_at_start() {
     );
     h.nri.stop().await;
 }
+
+/// An engine the host lends the core: it records what it loads, and its
+/// modules answer CreateContainer as `create` says.
+struct Lent {
+    loaded: std::sync::Mutex<Vec<String>>,
+    create: Result<Vec<u8>, nri_runtime::WasmFailure>,
+    /// The threads CreateContainer ran on.
+    threads: std::sync::Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>,
+}
+
+struct LentModule(
+    Result<Vec<u8>, nri_runtime::WasmFailure>,
+    std::sync::Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>,
+);
+
+impl nri_runtime::WasmEngine for Lent {
+    fn load(
+        &self,
+        name: &str,
+        wasm: &[u8],
+        _memory_limit: usize,
+        _init_timeout: std::time::Duration,
+    ) -> Result<Box<dyn nri_runtime::WasmModule>, String> {
+        assert!(wasm.starts_with(b"\0asm"), "handed the module file");
+        self.loaded.lock().unwrap().push(name.to_string());
+        Ok(Box::new(LentModule(
+            self.create.clone(),
+            std::sync::Arc::clone(&self.threads),
+        )))
+    }
+}
+
+impl nri_runtime::WasmModule for LentModule {
+    fn call(
+        &self,
+        method: &str,
+        _request: &[u8],
+        _timeout: std::time::Duration,
+    ) -> Result<Vec<u8>, nri_runtime::WasmFailure> {
+        match method {
+            "CreateContainer" => {
+                self.1.lock().unwrap().push(std::thread::current().id());
+                self.0.clone()
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
+fn lent(create: Result<Vec<u8>, nri_runtime::WasmFailure>) -> std::sync::Arc<Lent> {
+    std::sync::Arc::new(Lent {
+        loaded: Default::default(),
+        create,
+        threads: Default::default(),
+    })
+}
+
+async fn annotation_of_create(h: &Harness, ctr: &str) -> Option<String> {
+    let rsp = h
+        .nri
+        .create_container(req!(CreateContainerRequest, "p1", ctr))
+        .await
+        .unwrap();
+    rsp.adjust.annotations.keys().next().cloned()
+}
+
+#[tokio::test]
+async fn a_module_the_cache_lacks_runs_on_the_lent_engine_and_is_not_compiled() {
+    let engine = lent(Ok(annotating("lent")));
+    let e = std::sync::Arc::clone(&engine);
+    let h = Harness::start_with(move |o| o.wasm_engine(e), RuntimeState::default()).await;
+    install(
+        &h.plugin_dir(),
+        "10-wasm",
+        &module(&annotating("compiled"), false),
+    );
+    h.nri.start().await.unwrap();
+    assert_eq!(h.nri.plugins(), ["10-wasm"]);
+    assert_eq!(*engine.loaded.lock().unwrap(), ["10-wasm"]);
+    assert_eq!(
+        annotation_of_create(&h, "c1").await.as_deref(),
+        Some("lent")
+    );
+    let cache = h.plugin_dir().parent().unwrap().join("wasm-cache");
+    let kept = std::fs::read_dir(&cache).map_or(0, |d| d.count());
+    assert_eq!(kept, 0, "nothing compiled, nothing kept");
+    h.nri.stop().await;
+}
+
+#[tokio::test]
+async fn a_module_the_cache_holds_runs_compiled_whatever_engine_is_lent() {
+    let engine = lent(Ok(annotating("lent")));
+    let e = std::sync::Arc::clone(&engine);
+    let h = Harness::start_with(move |o| o.wasm_engine(e), RuntimeState::default()).await;
+    let wasm = module(&annotating("compiled"), false);
+    install(&h.plugin_dir(), "10-wasm", &wasm);
+    let cache = h.plugin_dir().parent().unwrap().join("wasm-cache");
+    nri_wasm::precompile("10-wasm", &wasm, &cache, std::time::Duration::from_secs(2)).unwrap();
+    h.nri.start().await.unwrap();
+    assert_eq!(h.nri.plugins(), ["10-wasm"]);
+    assert!(
+        engine.loaded.lock().unwrap().is_empty(),
+        "the lent engine was used"
+    );
+    assert_eq!(
+        annotation_of_create(&h, "c1").await.as_deref(),
+        Some("compiled")
+    );
+    h.nri.stop().await;
+}
+
+#[tokio::test]
+async fn a_lent_module_that_dies_or_times_out_is_dropped_and_one_that_refuses_is_kept() {
+    use nri_runtime::WasmFailure;
+    // As for a compiled module: a death fails the request, a refusal fails
+    // it and keeps the plugin, a timeout drops the plugin as an external
+    // plugin's would be.
+    for (failure, fails, kept) in [
+        (
+            WasmFailure::Dead("wasm trap: unreachable".into()),
+            true,
+            false,
+        ),
+        (WasmFailure::Refused("no, thanks".into()), true, true),
+        (WasmFailure::Timeout, false, false),
+    ] {
+        let e = lent(Err(failure.clone()));
+        let h = Harness::start_with(move |o| o.wasm_engine(e), RuntimeState::default()).await;
+        install(&h.plugin_dir(), "10-wasm", &module(&[], false));
+        h.nri.start().await.unwrap();
+        assert_eq!(h.nri.plugins(), ["10-wasm"]);
+        let res = h
+            .nri
+            .create_container(req!(CreateContainerRequest, "p1", "c1"))
+            .await;
+        match (&failure, res) {
+            (WasmFailure::Dead(why) | WasmFailure::Refused(why), Err(err)) => {
+                assert!(err.to_string().contains(why.as_str()), "{failure:?}: {err}")
+            }
+            (_, res) => assert_eq!(res.is_err(), fails, "{failure:?}: {res:?}"),
+        }
+        let left: &[&str] = if kept { &["10-wasm"] } else { &[] };
+        assert_eq!(h.nri.plugins(), left, "{failure:?}");
+        h.nri.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_caller_blocked_on_the_event_runs_the_module_itself() {
+    let engine = lent(Ok(annotating("lent")));
+    let e = std::sync::Arc::clone(&engine);
+    let h = Harness::start_with(move |o| o.wasm_engine(e), RuntimeState::default()).await;
+    install(&h.plugin_dir(), "10-wasm", &module(&[], false));
+    h.nri.start().await.unwrap();
+    // Awaited by a task: the module runs on a thread of the core's.
+    assert_eq!(
+        annotation_of_create(&h, "c1").await.as_deref(),
+        Some("lent")
+    );
+    // A thread blocked on the event (as the C ABI's callers are) runs it.
+    let nri = std::sync::Arc::clone(&h.nri);
+    let caller = tokio::task::spawn_blocking(move || {
+        nri_runtime::block_on_event(nri.create_container(req!(CreateContainerRequest, "p1", "c2")))
+            .unwrap();
+        std::thread::current().id()
+    })
+    .await
+    .unwrap();
+    let threads = engine.threads.lock().unwrap().clone();
+    assert_eq!(threads.len(), 2);
+    assert_ne!(
+        threads[0],
+        std::thread::current().id(),
+        "the task's thread blocked"
+    );
+    assert_eq!(
+        threads[1], caller,
+        "the blocked caller did not run the module"
+    );
+    h.nri.stop().await;
+}

@@ -1,8 +1,9 @@
 //! `nri-wasm-compile`: compiles WASM NRI plugins into the runtime's
-//! compiled-module cache ahead of the runtime, so that a node's first
-//! start with them loads them instead of compiling (see
+//! compiled-module cache ahead of the runtime, so that the runtime loads
+//! them compiled instead of running them on the engine its host lends
+//! (go/adaptation: wazero) or compiling them at start (see
 //! `nri_wasm::precompile`). Run it as the runtime's user, with the same
-//! build of nri-rs, when the plugins are installed.
+//! build of nri-rs, when the plugins are installed or upgraded.
 
 use std::ffi::OsString;
 use std::fs;
