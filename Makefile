@@ -69,7 +69,7 @@ write-pc = sed -e 's|@PREFIX@|$(1)|' -e 's|@LIBDIR@|$(2)|' -e 's|@INCLUDEDIR@|$(
 
 ## install: libnri.a, nri.h, nri.pc and nri.proto under DESTDIR/PREFIX
 ## (release build), and nri-wasm-compile, which a node's setup runs so
-## that the runtime's first start loads its WASM plugins compiled.
+## that the runtime runs its WASM plugins compiled rather than on wazero.
 ## `pkg-config --cflags --libs nri` then has what a C or cgo build needs;
 ## see docs/INTEGRATION.md.
 PREFIX  ?= /usr/local
@@ -210,10 +210,11 @@ test-go: build
 	for m in $(GO_MODULES); do \
 	  (cd $$m && $(GO_TEST_BINS) GOEXPERIMENT=cgocheck2 $(GO) test $(GO_TEST_FLAGS) -race ./...) || exit 1; \
 	done
-	@# The WASM tests skip themselves under -race, which makes upstream's
-	@# WASM compiler take minutes per module: run them without it.
+	@# The WASM tests skip themselves under -race, which makes wazero's
+	@# compiler take minutes per module: run them without it.
 	cd go/tests && $(GO_TEST_BINS) $(GO) test $(GO_TEST_FLAGS) -count=1 ./wasm/
 	cd go/tests && $(GO_TEST_BINS) $(GO) test $(GO_TEST_FLAGS) -count=1 -run '^TestSmokeWasm$$' ./bench/
+	cd go && $(GO_TEST_BINS) $(GO) test $(GO_TEST_FLAGS) -count=1 -run '^TestWasmEngine' ./adaptation/
 	@# The spec generator's differential counts (the test passed above).
 	cd go && GOEXPERIMENT=cgocheck2 $(GO) test -race -count=1 -run '^TestDifferential$$' -v ./generate/ | grep '^spec generator'
 	for v in $(BUILD_AGAINST_VERSIONS); do tests/conformance/build-against.sh $$v || exit 1; done

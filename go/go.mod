@@ -7,6 +7,7 @@ require (
 	github.com/containerd/ttrpc v1.2.7
 	github.com/opencontainers/runtime-spec v1.3.0
 	github.com/stretchr/testify v1.12.1
+	github.com/tetratelabs/wazero v1.11.0
 	google.golang.org/grpc v1.65.1
 	google.golang.org/protobuf v1.36.12
 )
@@ -16,7 +17,6 @@ require (
 	github.com/knqyf263/go-plugin v0.9.0 // indirect
 	github.com/moby/sys/mountinfo v0.7.2 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
-	github.com/tetratelabs/wazero v1.11.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.39.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20240528184218-531527333157 // indirect

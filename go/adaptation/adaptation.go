@@ -132,6 +132,9 @@ type Adaptation struct {
 	// Where WASM plugins' compiled modules are kept (WithWasmCacheDir;
 	// nil: the library's default).
 	wasmCacheDir *string
+	// Compile at start the WASM modules the cache does not hold, instead of
+	// running them on wazero (WithWasmCompiledAtStart).
+	wasmCompiledAtStart bool
 
 	core *C.nri_adaptation
 }
@@ -353,6 +356,12 @@ func (r *Adaptation) createCore() error {
 				}
 			}
 			return nil
+		},
+		func() error {
+			if r.wasmCompiledAtStart || !bool(C.nri_wasm_supported()) {
+				return nil
+			}
+			return check(C.nri_go_set_wasm_engine(opts, C.uintptr_t(cgo.NewHandle(wazeroLender{})), &cerr))
 		},
 		func() error {
 			if r.wasmCacheDir == nil {

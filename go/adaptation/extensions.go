@@ -250,16 +250,32 @@ func WithAuditLog(fn AuditFunc) Option {
 	}
 }
 
-// WithWasmCacheDir keeps WASM plugins' compiled modules in dir, so that a
-// module is compiled once per node and not at every start of the runtime.
-// The cache is on without this option, in /var/cache/nri/wasm: it is what
-// keeps a start with a WASM plugin from taking longer than upstream's, and
-// plugins see no difference. An empty dir keeps none, compiling at every
-// start as upstream does. The directory is created 0700 if missing, and
+// WithWasmCacheDir is where the core finds WASM plugins' compiled modules
+// (default /var/cache/nri/wasm), which nri-wasm-compile puts there in a
+// node's setup (or the runtime itself, with WithWasmCompiledAtStart): a
+// module found there runs as wasmtime's Cranelift compiled it, about three
+// times faster than on wazero, and starts in milliseconds; one not found
+// there runs on wazero, as upstream runs it. Plugins see no difference. An
+// empty dir keeps no cache. The directory is created 0700 if missing, and
 // not used if another user owns it or others may write to it.
 func WithWasmCacheDir(dir string) Option {
 	return func(r *Adaptation) error {
 		r.wasmCacheDir = &dir
+		return nil
+	}
+}
+
+// WithWasmCompiledAtStart compiles, at the runtime's start, the WASM
+// modules that the cache (WithWasmCacheDir) does not hold, with wasmtime's
+// Cranelift, and keeps them there. Without it they run on wazero, as
+// upstream runs every module, and only modules that nri-wasm-compile put
+// in the cache run compiled by Cranelift. Compiling at start makes a
+// node's first start with a module slower than upstream's (a Go module
+// takes some 10 s of CPU and a few hundred MiB), and every later one
+// faster, with events about three times faster than on wazero.
+func WithWasmCompiledAtStart() Option {
+	return func(r *Adaptation) error {
+		r.wasmCompiledAtStart = true
 		return nil
 	}
 }

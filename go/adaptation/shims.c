@@ -125,3 +125,31 @@ nri_status nri_go_set_audit(nri_options *o, uintptr_t h, nri_error **err) {
 nri_status nri_go_set_log(uint32_t max_level, nri_error **err) {
 	return nri_set_log_callback(nri_go_log, NULL, max_level, err);
 }
+
+static void nri_go_wasm_load(void *ud, const char *name, const uint8_t *wasm, size_t len,
+                             uint64_t memory_limit, uint64_t init_timeout_ns, void **module,
+                             nri_reply *reply) {
+	uintptr_t m = 0;
+	nriGoWasmLoad(handle_of(ud), (char *)name, (uint8_t *)wasm, len, memory_limit, init_timeout_ns, &m, reply);
+	*module = (void *)m;
+}
+
+static uint32_t nri_go_wasm_call(void *ud, void *module, const char *method, const uint8_t *req,
+                                 size_t len, uint64_t timeout_ns, nri_reply *reply) {
+	return nriGoWasmCall(handle_of(ud), (uintptr_t)module, (char *)method, (uint8_t *)req, len, timeout_ns, reply);
+}
+
+static void nri_go_wasm_release(void *ud, void *module) {
+	nriGoWasmRelease(handle_of(ud), (uintptr_t)module);
+}
+
+nri_status nri_go_set_wasm_engine(nri_options *o, uintptr_t h, nri_error **err) {
+	nri_wasm_engine e = {
+		.load = nri_go_wasm_load,
+		.call = nri_go_wasm_call,
+		.release = nri_go_wasm_release,
+		.user_data = nri_go_user_data(h),
+		.free_user_data = nri_go_free_user_data,
+	};
+	return nri_options_set_wasm_engine(o, &e, err);
+}

@@ -13,6 +13,7 @@ nri_status nri_go_set_audit(nri_options *o, uintptr_t h, nri_error **err);
 nri_status nri_go_sync_stream(nri_sync_cb *cb, const size_t *pod_sizes, size_t pods,
                                const size_t *container_sizes, size_t containers, uintptr_t h,
                                nri_buffer *updates, nri_error **err);
+nri_status nri_go_set_wasm_engine(nri_options *o, uintptr_t h, nri_error **err);
 nri_status nri_go_set_log(uint32_t max_level, nri_error **err);
 
 #endif

@@ -70,7 +70,7 @@ func TestSmokeWasm(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"create-wasm-1": {stubWasm, stubWasm},
+		"create-wasm-1": {stubWasm, stubWasm, stubWasmLent},
 		"start-wasm-1":  {stubWasm, stubWasmFirst, stubWasm},
 	}
 	if len(res.Cases) != len(want) {

@@ -123,7 +123,11 @@ func (h *harness) freshInstance(impl, stub string, c *caseDef) (*instance, error
 			return nil, err
 		}
 	}
-	return newInstance(impl, dir, c.Validator, nrirs.WithWasmCacheDir(h.wasmCache()))
+	if stub == stubWasmLent {
+		// No cache: the module runs on the lent wazero engine.
+		return newInstance(impl, dir, c.Validator, nrirs.WithWasmCacheDir(""))
+	}
+	return newInstance(impl, dir, c.Validator, nrirs.WithWasmCacheDir(h.wasmCache()), nrirs.WithWasmCompiledAtStart())
 }
 
 // wasmCache is where nri-rs keeps compiled WASM modules during the run:
@@ -135,7 +139,7 @@ func (h *harness) wasmCache() string { return filepath.Join(h.tmp, "wasm-cache")
 // bench plugin of stub (the runtime gives it only NRI_PLUGIN_* in its
 // environment, so the path is absolute).
 func (h *harness) preinstall(dir, stub string, c *caseDef) error {
-	if stub == stubWasm {
+	if stub == stubWasm || stub == stubWasmLent {
 		return h.preinstallWasm(dir, c)
 	}
 	bin, err := filepath.Abs(h.bins.plugin(stub))
@@ -520,7 +524,12 @@ func runStart(h *harness, c *caseDef, impl, stub string, round int) (res roundRe
 		settle()
 		before := takeSample()
 		t0 := time.Now()
-		in, err := newInstance(impl, dir, false, nrirs.WithWasmCacheDir(cache))
+		opts := []nrirs.Option{nrirs.WithWasmCacheDir(cache)}
+		if stub == stubWasm {
+			// Later starts: the first one compiled the module and kept it.
+			opts = append(opts, nrirs.WithWasmCompiledAtStart())
+		}
+		in, err := newInstance(impl, dir, false, opts...)
 		if err != nil {
 			return res, err
 		}

@@ -238,7 +238,7 @@ func caseList(s settings, req *requests) []*caseDef {
 		event("create-wasm-1", "CreateContainer, 1 WASM plugin (Go on upstream's pkg/api)", "create", "typical", 1, 1,
 			s.Ops, createOp)
 		out[len(out)-1].Launched = true
-		out[len(out)-1].configs = [][2]string{{implUpstream, stubWasm}, {implNriRs, stubWasm}}
+		out[len(out)-1].configs = [][2]string{{implUpstream, stubWasm}, {implNriRs, stubWasm}, {implNriRs, stubWasmLent}}
 		// Starting with that plugin: upstream compiles its module at every
 		// start; nri-rs at a node's first (wasm-first: its cache empty),
 		// then loads what it kept.

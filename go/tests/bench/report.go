@@ -113,6 +113,8 @@ func stubLabel(stub string) string {
 		return "–"
 	case stubWasmFirst:
 		return "wasm (cache empty)"
+	case stubWasmLent:
+		return "wasm (on wazero)"
 	}
 	return stub + " stub"
 }

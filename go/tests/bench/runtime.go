@@ -34,6 +34,9 @@ const (
 	// The same module at a node's first start: nri-rs's compiled-module
 	// cache empty (upstream keeps none, so it has no such configuration).
 	stubWasmFirst = "wasm-first"
+	// The same module that nri-rs's cache does not hold, run on the
+	// wazero engine go/adaptation lends the core (the first start's engine).
+	stubWasmLent = "wasm-lent"
 )
 
 type syncCB = func(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error)

@@ -517,6 +517,27 @@ func TestPrecompiledModulesAreLoaded(t *testing.T) {
 // nri-rs keeps a module's compiled form in its cache directory and loads
 // it from there at the next start (upstream compiles at every start);
 // WithWasmCacheDir("") keeps none.
+// TestModulesTheCacheLacksRunOnWazero: by default a module the cache does
+// not hold is not compiled at start but run on the wazero engine
+// go/adaptation lends the core, as upstream runs it; the cache stays empty.
+func TestModulesTheCacheLacksRunOnWazero(t *testing.T) {
+	plugins := []installed{withConfig(pluginModule(t), "10-good", "name=good")}
+	cache := t.TempDir()
+	n, err := startNode(t, implNriRs, plugins, nrirs.WithWasmCacheDir(cache))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := n.lifecycle()
+	if i := indexOf(steps, "CreateContainer ctr1"); i < 0 || steps[i].Failed ||
+		steps[i].Response.GetAdjust().GetAnnotations()["wasm-test/good"] == "" {
+		t.Fatalf("the plugin did not adjust: %+v", steps)
+	}
+	n.rt.Stop()
+	if files, _ := filepath.Glob(filepath.Join(cache, "*")); len(files) != 0 {
+		t.Fatalf("compiled at start: %v", files)
+	}
+}
+
 func TestCompiledModulesAreKept(t *testing.T) {
 	plugins := []installed{withConfig(pluginModule(t), "10-good", "name=good")}
 	cache := t.TempDir()
@@ -527,9 +548,11 @@ func TestCompiledModulesAreKept(t *testing.T) {
 		}
 		return files
 	}
+	// Without WithWasmCompiledAtStart a module the cache lacks runs on
+	// wazero and nothing is compiled (TestModulesTheCacheLacksRunOnWazero).
 	startAndStop := func(dir string) time.Duration {
 		started := time.Now()
-		n, err := startNode(t, implNriRs, plugins, nrirs.WithWasmCacheDir(dir))
+		n, err := startNode(t, implNriRs, plugins, nrirs.WithWasmCacheDir(dir), nrirs.WithWasmCompiledAtStart())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,80 @@
+package adaptation
+
+// The core's lent WASM engine (nri_options_set_wasm_engine): the modules
+// its compiled-module cache does not hold run here, on wazero, as upstream
+// runs every module, so that a node's first start with a WASM plugin costs
+// what upstream's costs instead of a Cranelift compile. The engine itself
+// is in wasm_engine.go; this file is its cgo side.
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+#include "nri.h"
+#include "shims.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime/cgo"
+	"time"
+	"unsafe"
+)
+
+// wazeroLender is the lent engine's user data. It holds nothing: each
+// module has a handle of its own.
+type wazeroLender struct{}
+
+//export nriGoWasmLoad
+func nriGoWasmLoad(h C.uintptr_t, name *C.char, wasm *C.uint8_t, n C.size_t, memoryLimit, initTimeoutNs C.uint64_t, module *C.uintptr_t, reply *C.nri_reply) {
+	raceIOSync()
+	defer raceIOSync()
+	defer recoverInto(reply, "WASM engine")
+	// The module's bytes are copied: the core's are valid only during the
+	// call, and the compiled module may refer to them later.
+	bytes := C.GoBytes(unsafe.Pointer(wasm), C.int(n))
+	m, err := loadWasmModule(C.GoString(name), bytes, uint64(memoryLimit), time.Duration(initTimeoutNs))
+	if err != nil {
+		replyError(reply, err.Error())
+		return
+	}
+	*module = C.uintptr_t(cgo.NewHandle(m))
+}
+
+//export nriGoWasmCall
+func nriGoWasmCall(h, module C.uintptr_t, method *C.char, req *C.uint8_t, n C.size_t, timeoutNs C.uint64_t, reply *C.nri_reply) (status C.uint32_t) {
+	raceIOSync()
+	defer raceIOSync()
+	defer func() {
+		if p := recover(); p != nil {
+			replyError(reply, fmt.Sprintf("panic in WASM engine: %v", p))
+			status = C.NRI_WASM_STATUS_DEAD
+		}
+	}()
+	m := cgo.Handle(module).Value().(*wasmModule)
+	// The request is read in place: the engine copies it into the module's
+	// memory before this callback returns.
+	rsp, st, text := m.call(C.GoString(method), cBytes(req, n), time.Duration(timeoutNs))
+	switch st {
+	case wasmOK:
+		p, l := bytesArg(rsp)
+		C.nri_reply_set_data(reply, p, l)
+		return C.NRI_WASM_STATUS_OK
+	case wasmRefused:
+		replyError(reply, text)
+		return C.NRI_WASM_STATUS_REFUSED
+	case wasmTimeout:
+		return C.NRI_WASM_STATUS_TIMEOUT
+	default:
+		replyError(reply, text)
+		return C.NRI_WASM_STATUS_DEAD
+	}
+}
+
+//export nriGoWasmRelease
+func nriGoWasmRelease(h, module C.uintptr_t) {
+	defer func() { _ = recover() }()
+	handle := cgo.Handle(module)
+	handle.Value().(*wasmModule).close()
+	handle.Delete()
+}
