@@ -11,9 +11,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Bytes that are not a protobuf message reach the core and are refused
-// with a clear error; the adaptation keeps working.
-func TestGarbageBytesAreRefused(t *testing.T) {
+// startBoundary starts an adaptation without plugins, stopped when t ends.
+func startBoundary(t *testing.T) *Adaptation {
+	t.Helper()
 	noSync := func(ctx context.Context, cb SyncCB) error { _, err := cb(ctx, nil, nil); return err }
 	noUpdate := func(context.Context, []*ContainerUpdate) ([]*ContainerUpdate, error) { return nil, nil }
 	r, err := New("boundary", "0", noSync, noUpdate, WithPluginPath(t.TempDir()), WithDisabledExternalConnections())
@@ -23,9 +23,16 @@ func TestGarbageBytesAreRefused(t *testing.T) {
 	if err := r.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer r.Stop()
+	t.Cleanup(r.Stop)
+	return r
+}
 
-	err = r.relayWithResponse([]byte{0xff, 0xff, 0xff, 0xff}, &CreateContainerResponse{}, cCreateContainer)
+// Bytes that are not a protobuf message reach the core and are refused
+// with a clear error; the adaptation keeps working.
+func TestGarbageBytesAreRefused(t *testing.T) {
+	r := startBoundary(t)
+
+	err := r.relayWithResponse([]byte{0xff, 0xff, 0xff, 0xff}, &CreateContainerResponse{}, cCreateContainer)
 	if err == nil || !strings.HasPrefix(err.Error(), "invalid CreateContainerRequest") {
 		t.Fatalf("garbage request: got %v", err)
 	}
@@ -67,8 +74,8 @@ func TestUnmarshalKeepsNoReferenceToInput(t *testing.T) {
 	unknown = protowire.AppendBytes(unknown, []byte("a field this API does not know"))
 	in = append(in, unknown...)
 
-	got := &api.CreateContainerRequest{}
-	if err := proto.Unmarshal(in, got); err != nil {
+	got := &api.CreateContainerRequest{Container: &api.Container{Args: []string{"stale"}}}
+	if err := unmarshal(in, got); err != nil {
 		t.Fatal(err)
 	}
 	for i := range in {
@@ -80,5 +87,73 @@ func TestUnmarshalKeepsNoReferenceToInput(t *testing.T) {
 	got.ProtoReflect().SetUnknown(nil)
 	if !proto.Equal(got, want) {
 		t.Fatalf("decoded message changed with its input: %v", got)
+	}
+}
+
+// marshal encodes with vtprotobuf: what it writes decodes, with
+// proto.Unmarshal, to the message it was given, unknown fields included,
+// also into a pooled buffer that held a longer encoding before.
+func TestMarshalEncodesWhatProtoDecodes(t *testing.T) {
+	long := &api.CreateContainerRequest{Container: &api.Container{Id: strings.Repeat("x", 4096)}}
+	bp, err := marshal(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	releaseBuffer(bp)
+
+	want := &api.CreateContainerRequest{
+		Pod: &api.PodSandbox{Id: "pod0", Labels: map[string]string{"app": "web", "tier": "db"},
+			Linux: &api.LinuxPodSandbox{CgroupParent: "/kubepods"}},
+		Container: &api.Container{
+			Id:     "ctr0",
+			Args:   []string{"sh", "-c", "grüß dich"},
+			Env:    []string{"A=1"},
+			Mounts: []*api.Mount{{Destination: "/mnt", Options: []string{"ro"}}},
+			Linux: &api.LinuxContainer{Resources: &api.LinuxResources{
+				Memory: &api.LinuxMemory{Limit: api.Int64(1 << 30)},
+			}},
+		},
+	}
+	unknown := protowire.AppendTag(nil, 99, protowire.BytesType)
+	unknown = protowire.AppendBytes(unknown, []byte("a field this API does not know"))
+	want.ProtoReflect().SetUnknown(unknown)
+
+	bp, err = marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseBuffer(bp)
+	if len(*bp) != proto.Size(want) {
+		t.Fatalf("encoded %d bytes, proto.Size says %d", len(*bp), proto.Size(want))
+	}
+	got := &api.CreateContainerRequest{}
+	if err := proto.Unmarshal(*bp, got); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(got, want) {
+		t.Fatalf("decoded %v, want %v", got, want)
+	}
+}
+
+// A string that is not UTF-8 is not checked by vtprotobuf's encoding, but
+// the core's decoding refuses the request with a clear error, and the
+// adaptation keeps working.
+func TestNonUTF8StringsAreRefusedByTheCore(t *testing.T) {
+	r := startBoundary(t)
+
+	req := &api.CreateContainerRequest{
+		Pod:       &api.PodSandbox{Id: "pod0", Labels: map[string]string{"app": "\xc3\x28"}},
+		Container: &api.Container{Id: "ctr0", PodSandboxId: "pod0"},
+	}
+	err := r.coreEventWithResponse(req, &CreateContainerResponse{}, cCreateContainer)
+	if err == nil || !strings.HasPrefix(err.Error(), "invalid CreateContainerRequest") {
+		t.Fatalf("request with a label that is not UTF-8: got %v", err)
+	}
+	if e, ok := err.(*nriError); !ok || e.status != 2 {
+		t.Fatalf("want status 2 (invalid message), got %#v", err)
+	}
+	req.Pod.Labels["app"] = "web"
+	if err := r.coreEventWithResponse(req, &CreateContainerResponse{}, cCreateContainer); err != nil {
+		t.Fatalf("adaptation unusable after a request that is not UTF-8: %v", err)
 	}
 }
