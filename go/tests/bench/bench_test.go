@@ -63,15 +63,16 @@ func TestSmokeWasm(t *testing.T) {
 	bin := rustBin()
 	bins := binaries{goPlugin: buildGoPlugin(t), rustPlugin: filepath.Join(bin, "nri-bench-plugin"),
 		core: filepath.Join(bin, "nri-bench-core"), wasmPlugin: buildWasmPlugin(t)}
-	s := smokeSettings(`^(create|start)-wasm-1$`, "")
+	s := smokeSettings(`^(create|start)-wasm-1(-wazero)?$`, "")
 	s.Wasm = true
 	res, err := run(s, bins, testing.Verbose(), false, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"create-wasm-1": {stubWasm, stubWasm, stubWasmLent},
-		"start-wasm-1":  {stubWasm, stubWasmFirst, stubWasm},
+		"create-wasm-1":        {stubWasm, stubWasm},
+		"create-wasm-1-wazero": {stubWasm, stubWasmLent},
+		"start-wasm-1":         {stubWasm, stubWasmFirst, stubWasm},
 	}
 	if len(res.Cases) != len(want) {
 		t.Fatalf("want the cases %v: %+v", want, res.Cases)

@@ -74,6 +74,10 @@ type caseResult struct {
 	RoundTrips   int  `json:"round_trips_per_op"`
 	RequestBytes int  `json:"request_bytes"`
 	Pinned       bool `json:"pinned"`
+	// The configurations ran side by side in one process, their measured
+	// operations in alternating batches (runPaired); the process's RSS
+	// growth is then no one configuration's, and is not given.
+	Paired bool `json:"paired,omitempty"`
 	// The load average (1/5/15 min) when the case started and ended: other
 	// work on the machine shows here.
 	LoadStart []float64 `json:"load_start,omitempty"`
@@ -90,6 +94,8 @@ type caseDef struct {
 	warmup  int
 	configs [][2]string // impl, stub
 	run     func(h *harness, c *caseDef, impl, stub string, round int) (roundResult, error)
+	// mk makes an event case's operation (runPaired's, as run's).
+	mk func(*caseDef) op
 }
 
 var allConfigs = [][2]string{
@@ -279,150 +285,200 @@ var errNotAllPlugins = fmt.Errorf("not every plugin has joined yet")
 func runEvents(mk func(*caseDef) op) func(h *harness, c *caseDef, impl, stub string, round int) (roundResult, error) {
 	return func(h *harness, c *caseDef, impl, stub string, round int) (res roundResult, err error) {
 		res.Round = round
-		in, err := h.freshInstance(impl, stub, c)
+		e, err := startEvents(h, c, impl, stub, mk)
 		if err != nil {
 			return res, err
 		}
-		stopped := false
-		stop := func() {
-			if !stopped {
-				stopped = true
-				in.rt.Stop()
-			}
-		}
-		defer stop()
-
-		plugins := make([]*plugin, 0, c.Plugins)
-		defer func() {
-			for _, p := range plugins {
-				p.kill()
-			}
-		}()
-		// Launched plugins were started and synchronized by Start; they
-		// are the runtime's children, so they have no footprint here and
-		// their events are checked by the replies alone (typical mode).
-		for k := 0; k < c.Plugins && !c.Launched; k++ {
-			p, err := startPlugin(h.bins, stub, in.socket, c.Mode, k, false)
-			if err != nil {
-				return res, err
-			}
-			plugins = append(plugins, p)
-		}
-		if err := in.waitSynced(len(plugins), 30*time.Second, plugins...); err != nil {
+		defer e.close()
+		settle()
+		e.before = takeSample()
+		if err := e.measure(c.ops); err != nil {
 			return res, err
 		}
-		// Upstream adds a plugin to its list right after its sync returns.
-		time.Sleep(20 * time.Millisecond)
+		return res, e.finish(&res)
+	}
+}
 
-		// Idle footprint: after registration, before any event.
-		idleCPU := make([]time.Duration, len(plugins))
-		for i, p := range plugins {
-			idleCPU[i] = procCPU(p.pid())
-		}
-		idleStart := time.Now()
-		time.Sleep(100 * time.Millisecond)
-		idle := make([]pluginSample, len(plugins))
-		for i, p := range plugins {
-			pid := p.pid()
-			idle[i].IdleRSSKiB = statusKiB(fmt.Sprint(pid), "VmRSS")
-			idle[i].IdleAnonKiB = statusKiB(fmt.Sprint(pid), "RssAnon")
-			idle[i].IdleCPUusPerS = float64((procCPU(pid) - idleCPU[i]).Microseconds()) / time.Since(idleStart).Seconds()
-		}
+// eventRun is one configuration's run of an event case, in three steps:
+// startEvents (the adaptation, its plugins, their joining and the
+// warm-up), measure (operations, as many times as wanted) and finish (the
+// figures, and the check that every plugin saw every event).
+type eventRun struct {
+	c       *caseDef
+	stub    string
+	fresh   func() *requests
+	in      *instance
+	do      op
+	ctx     context.Context
+	cancel  context.CancelFunc
+	plugins []*plugin
+	idle    []pluginSample
+	busyCPU []time.Duration
+	retries int
+	// before is taken by the caller once the process has settled; the
+	// measured operations' latencies, CPU and allocations add up in lat
+	// and used.
+	before  sample
+	lat     []float64
+	used    sample
+	stopped bool
+}
 
-		// containerd hands NRI each CRI request's context, which the gRPC
-		// server made for that request with kubelet's deadline; so do the
-		// measured operations (see opContext). The probes and the warm-up
-		// share one such context.
-		ctx, cancel := opContext()
-		defer cancel()
-		do := mk(c)
-		fresh := func() *requests { return h.req.copyFor(c.Kind) }
-		// Typical plugins show in the response that every one has joined;
-		// until then calls are retried (and not counted as warm-up).
-		retries := 0
-		if c.Mode != "noop" {
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				err := do(ctx, in.rt, fresh(), true)
-				if err == nil {
-					break
-				}
-				if err != errNotAllPlugins || time.Now().After(deadline) {
-					return res, fmt.Errorf("joining: %w", err)
-				}
-				retries++
-				time.Sleep(5 * time.Millisecond)
-			}
-			retries++ // the successful probe
+func startEvents(h *harness, c *caseDef, impl, stub string, mk func(*caseDef) op) (_ *eventRun, err error) {
+	in, err := h.freshInstance(impl, stub, c)
+	if err != nil {
+		return nil, err
+	}
+	e := &eventRun{c: c, stub: stub, in: in, do: mk(c), fresh: func() *requests { return h.req.copyFor(c.Kind) },
+		plugins: make([]*plugin, 0, c.Plugins), lat: make([]float64, 0, c.ops)}
+	defer func() {
+		if err != nil {
+			e.close()
 		}
-		for i := 0; i < c.warmup; i++ {
-			if err := do(ctx, in.rt, fresh(), false); err != nil {
-				return res, fmt.Errorf("warm-up: %w", err)
-			}
+	}()
+	// Launched plugins were started and synchronized by Start; they
+	// are the runtime's children, so they have no footprint here and
+	// their events are checked by the replies alone (typical mode).
+	for k := 0; k < c.Plugins && !c.Launched; k++ {
+		p, err := startPlugin(h.bins, stub, in.socket, c.Mode, k, false)
+		if err != nil {
+			return nil, err
 		}
+		e.plugins = append(e.plugins, p)
+	}
+	if err := in.waitSynced(len(e.plugins), 30*time.Second, e.plugins...); err != nil {
+		return nil, err
+	}
+	// Upstream adds a plugin to its list right after its sync returns.
+	time.Sleep(20 * time.Millisecond)
 
-		busyCPU := make([]time.Duration, len(plugins))
-		for i, p := range plugins {
-			busyCPU[i] = procCPU(p.pid())
-		}
-		// Each operation's requests are copied beforehand, a batch at a
-		// time; the copying is outside the timing and the CPU and
-		// allocation counts (and a batch keeps the live heap small).
-		const batch = 100
-		lat := make([]float64, 0, c.ops)
-		settle()
-		before := takeSample()
-		var used sample
-		for len(lat) < c.ops {
-			qs := make([]*requests, min(batch, c.ops-len(lat)))
-			ctxs := make([]context.Context, len(qs))
-			cancels := make([]context.CancelFunc, len(qs))
-			for i := range qs {
-				qs[i] = fresh()
-				ctxs[i], cancels[i] = opContext()
-			}
-			s0 := takeSample()
-			for i, q := range qs {
-				t0 := time.Now()
-				// Launched plugins report no event count: check every reply.
-				err := do(ctxs[i], in.rt, q, c.Launched)
-				lat = append(lat, float64(time.Since(t0).Nanoseconds())/1e3)
-				cancels[i]()
-				if err != nil {
-					return res, fmt.Errorf("op %d: %w", len(lat)-1, err)
-				}
-			}
-			s1 := takeSample()
-			used.cpu += s1.cpu - s0.cpu
-			used.allocs += s1.allocs - s0.allocs
-		}
-		after := sample{cpu: before.cpu + used.cpu, allocs: before.allocs + used.allocs}
-		latencyStats(&res, lat)
-		counters(&res, before, after, c.ops)
-		for i, p := range plugins {
-			pid := p.pid()
-			idle[i].BusyRSSKiB = statusKiB(fmt.Sprint(pid), "VmRSS")
-			idle[i].PeakRSSKiB = statusKiB(fmt.Sprint(pid), "VmHWM")
-			idle[i].CPUusPerEvent = float64((procCPU(pid) - busyCPU[i]).Microseconds()) / float64(c.ops*c.EventsPerOp)
-		}
+	// Idle footprint: after registration, before any event.
+	idleCPU := make([]time.Duration, len(e.plugins))
+	for i, p := range e.plugins {
+		idleCPU[i] = procCPU(p.pid())
+	}
+	idleStart := time.Now()
+	time.Sleep(100 * time.Millisecond)
+	e.idle = make([]pluginSample, len(e.plugins))
+	for i, p := range e.plugins {
+		pid := p.pid()
+		e.idle[i].IdleRSSKiB = statusKiB(fmt.Sprint(pid), "VmRSS")
+		e.idle[i].IdleAnonKiB = statusKiB(fmt.Sprint(pid), "RssAnon")
+		e.idle[i].IdleCPUusPerS = float64((procCPU(pid) - idleCPU[i]).Microseconds()) / time.Since(idleStart).Seconds()
+	}
 
-		// Every plugin saw every warm-up and measured event (and maybe
-		// some of the probes).
-		want := (c.warmup + c.ops) * c.EventsPerOp
-		for i, p := range plugins {
-			n, err := p.finish(10 * time.Second)
+	// containerd hands NRI each CRI request's context, which the gRPC
+	// server made for that request with kubelet's deadline; so do the
+	// measured operations (see opContext). The probes and the warm-up
+	// share one such context.
+	e.ctx, e.cancel = opContext()
+	// Typical plugins show in the response that every one has joined;
+	// until then calls are retried (and not counted as warm-up).
+	if c.Mode != "noop" {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			err := e.do(e.ctx, in.rt, e.fresh(), true)
+			if err == nil {
+				break
+			}
+			if err != errNotAllPlugins || time.Now().After(deadline) {
+				return nil, fmt.Errorf("joining: %w", err)
+			}
+			e.retries++
+			time.Sleep(5 * time.Millisecond)
+		}
+		e.retries++ // the successful probe
+	}
+	for i := 0; i < c.warmup; i++ {
+		if err := e.do(e.ctx, in.rt, e.fresh(), false); err != nil {
+			return nil, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	e.busyCPU = make([]time.Duration, len(e.plugins))
+	for i, p := range e.plugins {
+		e.busyCPU[i] = procCPU(p.pid())
+	}
+	return e, nil
+}
+
+// measure runs n more measured operations. Each operation's requests are
+// copied beforehand, a batch at a time; the copying is outside the timing
+// and the CPU and allocation counts (and a batch keeps the live heap
+// small).
+func (e *eventRun) measure(n int) error {
+	const batch = 100
+	for n > 0 {
+		qs := make([]*requests, min(batch, n))
+		ctxs := make([]context.Context, len(qs))
+		cancels := make([]context.CancelFunc, len(qs))
+		for i := range qs {
+			qs[i] = e.fresh()
+			ctxs[i], cancels[i] = opContext()
+		}
+		s0 := takeSample()
+		for i, q := range qs {
+			t0 := time.Now()
+			// Launched plugins report no event count: check every reply.
+			err := e.do(ctxs[i], e.in.rt, q, e.c.Launched)
+			e.lat = append(e.lat, float64(time.Since(t0).Nanoseconds())/1e3)
+			cancels[i]()
 			if err != nil {
-				return res, err
-			}
-			idle[i].EventsHandled = n
-			if n < want || n > want+retries*c.EventsPerOp {
-				return res, fmt.Errorf("plugin %d (%s stub) handled %d events, want %d", i, stub, n, want)
+				return fmt.Errorf("op %d: %w", len(e.lat)-1, err)
 			}
 		}
-		plugins = nil
-		stop()
-		res.Plugins = idle
-		return res, nil
+		s1 := takeSample()
+		e.used.cpu += s1.cpu - s0.cpu
+		e.used.allocs += s1.allocs - s0.allocs
+		n -= len(qs)
+	}
+	return nil
+}
+
+// finish sets res's figures from the measured operations, checks that
+// every plugin saw every event, and stops the adaptation.
+func (e *eventRun) finish(res *roundResult) error {
+	c := e.c
+	after := sample{cpu: e.before.cpu + e.used.cpu, allocs: e.before.allocs + e.used.allocs}
+	latencyStats(res, e.lat)
+	counters(res, e.before, after, len(e.lat))
+	for i, p := range e.plugins {
+		pid := p.pid()
+		e.idle[i].BusyRSSKiB = statusKiB(fmt.Sprint(pid), "VmRSS")
+		e.idle[i].PeakRSSKiB = statusKiB(fmt.Sprint(pid), "VmHWM")
+		e.idle[i].CPUusPerEvent = float64((procCPU(pid) - e.busyCPU[i]).Microseconds()) / float64(len(e.lat)*c.EventsPerOp)
+	}
+
+	// Every plugin saw every warm-up and measured event (and maybe
+	// some of the probes).
+	want := (c.warmup + len(e.lat)) * c.EventsPerOp
+	for i, p := range e.plugins {
+		n, err := p.finish(10 * time.Second)
+		if err != nil {
+			return err
+		}
+		e.idle[i].EventsHandled = n
+		if n < want || n > want+e.retries*c.EventsPerOp {
+			return fmt.Errorf("plugin %d (%s stub) handled %d events, want %d", i, e.stub, n, want)
+		}
+	}
+	e.plugins = nil
+	e.close()
+	res.Plugins = e.idle
+	return nil
+}
+
+// close stops the adaptation and kills the plugins left, once.
+func (e *eventRun) close() {
+	for _, p := range e.plugins {
+		p.kill()
+	}
+	e.plugins = nil
+	if !e.stopped {
+		e.stopped = true
+		if e.cancel != nil {
+			e.cancel()
+		}
+		e.in.rt.Stop()
 	}
 }
 

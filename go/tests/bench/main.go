@@ -212,7 +212,7 @@ func caseList(s settings, req *requests) []*caseDef {
 		out = append(out, c)
 	}
 	event := func(name, title, kind, mode string, plugins, events, ops int, mk func(*caseDef) op) {
-		c := &caseDef{ops: ops, warmup: max(ops/10, 3), configs: allConfigs, run: runEvents(mk)}
+		c := &caseDef{ops: ops, warmup: max(ops/10, 3), configs: allConfigs, run: runEvents(mk), mk: mk}
 		if plugins == 0 {
 			c.configs = [][2]string{{implUpstream, stubNone}, {implNriRs, stubNone}}
 		}
@@ -238,7 +238,15 @@ func caseList(s settings, req *requests) []*caseDef {
 		event("create-wasm-1", "CreateContainer, 1 WASM plugin (Go on upstream's pkg/api)", "create", "typical", 1, 1,
 			s.Ops, createOp)
 		out[len(out)-1].Launched = true
-		out[len(out)-1].configs = [][2]string{{implUpstream, stubWasm}, {implNriRs, stubWasm}, {implNriRs, stubWasmLent}}
+		out[len(out)-1].configs = [][2]string{{implUpstream, stubWasm}, {implNriRs, stubWasm}}
+		// A module nri-rs's cache lacks runs on the wazero go/adaptation
+		// lends the core: the same engine and module as upstream's, so
+		// the two are measured side by side (runPaired).
+		event("create-wasm-1-wazero", "CreateContainer, 1 WASM plugin on wazero in both (nri-rs: a module not in its cache), side by side",
+			"create", "typical", 1, 1, s.Ops, createOp)
+		out[len(out)-1].Launched = true
+		out[len(out)-1].Paired = true
+		out[len(out)-1].configs = [][2]string{{implUpstream, stubWasm}, {implNriRs, stubWasmLent}}
 		// Starting with that plugin: upstream compiles its module at every
 		// start; nri-rs at a node's first (wasm-first: its cache empty),
 		// then loads what it kept.
@@ -343,7 +351,7 @@ func run(s settings, bins binaries, verbose, withLayouts, withInstr bool) (*resu
 		if filter != nil && !filter.MatchString(c.Name) {
 			continue
 		}
-		res.Cases = append(res.Cases, h.runCase(c, s.Rounds))
+		res.Cases = append(res.Cases, h.runAny(c, s.Rounds))
 	}
 	if withLayouts && (filter == nil || filter.MatchString("layout")) {
 		if _, err := os.Stat(bins.core); err == nil {
@@ -364,7 +372,7 @@ func run(s settings, bins binaries, verbose, withLayouts, withInstr bool) (*resu
 				c.Pinned = true
 				c.Name += "@pinned"
 				c.Title += ", all processes pinned to CPU 0"
-				res.Cases = append(res.Cases, h.runCase(c, s.Rounds))
+				res.Cases = append(res.Cases, h.runAny(c, s.Rounds))
 			}
 		}
 		if err := pin(nil); err != nil {
@@ -377,14 +385,28 @@ func run(s settings, bins binaries, verbose, withLayouts, withInstr bool) (*resu
 	return res, nil
 }
 
-// runCase runs every configuration of c for the given rounds, rotating
-// which configuration goes first from round to round.
-func (h *harness) runCase(c *caseDef, rounds int) caseResult {
-	loadStart := loadAverage()
+// runAny runs c as its kind wants: paired (runPaired) or not (runCase).
+func (h *harness) runAny(c *caseDef, rounds int) caseResult {
+	if c.Paired {
+		return h.runPaired(c, rounds)
+	}
+	return h.runCase(c, rounds)
+}
+
+// emptyResults is a result without rounds for each of c's configurations.
+func (c *caseDef) emptyResults() []configResult {
 	configs := make([]configResult, len(c.configs))
 	for i, cfg := range c.configs {
 		configs[i] = configResult{Impl: cfg[0], Stub: cfg[1]}
 	}
+	return configs
+}
+
+// runCase runs every configuration of c for the given rounds, rotating
+// which configuration goes first from round to round.
+func (h *harness) runCase(c *caseDef, rounds int) caseResult {
+	loadStart := loadAverage()
+	configs := c.emptyResults()
 	for r := 0; r < rounds; r++ {
 		for j := range c.configs {
 			i := (j + r) % len(c.configs)

@@ -79,8 +79,8 @@ const (
 		"one ttrpc plugin, plus a hop to tokio's blocking pool and back"
 	limitsWasmFirstStart = "the module runs on wazero, which go/adaptation lends the core, compiled as upstream compiles " +
 		"it at every start; the core's part is reading the file and asking the cache"
-	limitsWasmLent = "the module runs on wazero as under upstream; the request and the reply cross as the core's bytes " +
-		"(no Go messages made and marshalled again), plus the core's hop to its blocking pool and a cgo callback"
+	limitsWasmLent = "the module runs on wazero, with the same calls, as under upstream; nri-rs adds the core's part " +
+		"of the event (decoding, checking and merging, on the core's thread) and a cgo callback on the caller's thread"
 	limitsLarge = "the 3.3 MB reply is decoded by the core and the merged reply encoded again and decoded by " +
 		"go/adaptation, where upstream decodes once; decoding it into rust-protobuf's owned strings and maps is most " +
 		"of the core's part (5. below)"
@@ -107,7 +107,8 @@ func evaluateTargets(r *results) []target {
 	}
 	// Every event case with plugins, both stubs: CPU ≤ 0.7×, p50 ≤ 0.9×.
 	for _, c := range r.Cases {
-		if c.Kind == "floor" || c.Kind == "sync" || c.Kind == "start" || c.Plugins == 0 || c.Pinned {
+		// A paired case has rows of its own, below.
+		if c.Kind == "floor" || c.Kind == "sync" || c.Kind == "start" || c.Plugins == 0 || c.Pinned || c.Paired {
 			continue
 		}
 		limits := limitsBoundary
@@ -167,8 +168,8 @@ func evaluateTargets(r *results) []target {
 		val(sr, rssOf), val(su, rssOf), "kib", sr != nil && su != nil), limitsSync)
 	// A module nri-rs's cache lacks runs on the wazero engine go/adaptation
 	// lends the core: no worse than upstream, which runs it on wazero too.
-	if rs := r.find("create-wasm-1", implNriRs, stubWasmLent); rs != nil {
-		up := r.find("create-wasm-1", implUpstream, stubWasm)
+	if rs := r.find("create-wasm-1-wazero", implNriRs, stubWasmLent); rs != nil {
+		up := r.find("create-wasm-1-wazero", implUpstream, stubWasm)
 		for _, m := range []struct {
 			what string
 			of   func(*configResult) float64
