@@ -66,6 +66,7 @@ pub enum WasmFailure {
 
 /// A loaded module. Without the feature there is none: the type is empty.
 #[cfg(feature = "wasm")]
+#[derive(Clone)]
 pub(crate) enum WasmPlugin {
     /// Compiled by Cranelift, now or earlier (the cache), run by wasmtime.
     Compiled(Arc<nri_wasm::Plugin>),
@@ -145,16 +146,6 @@ impl WasmPlugin {
         }
         #[cfg(not(feature = "wasm"))]
         match *self {}
-    }
-}
-
-#[cfg(feature = "wasm")]
-impl Clone for WasmPlugin {
-    fn clone(&self) -> Self {
-        match self {
-            WasmPlugin::Compiled(p) => WasmPlugin::Compiled(Arc::clone(p)),
-            WasmPlugin::Lent(m) => WasmPlugin::Lent(Arc::clone(m)),
-        }
     }
 }
 
