@@ -215,6 +215,9 @@ test-go: build
 	cd go/tests && $(GO_TEST_BINS) $(GO) test $(GO_TEST_FLAGS) -count=1 ./wasm/
 	cd go/tests && $(GO_TEST_BINS) $(GO) test $(GO_TEST_FLAGS) -count=1 -run '^TestSmokeWasm$$' ./bench/
 	cd go && $(GO_TEST_BINS) $(GO) test $(GO_TEST_FLAGS) -count=1 -run '^TestWasmEngine' ./adaptation/
+	@# Upstream's nri_no_wasm build tag, honoured: no lent engine, no WASM.
+	cd go && $(GO) vet -tags nri_no_wasm ./adaptation/
+	cd go && $(GO_TEST_BINS) $(GO) test $(GO_TEST_FLAGS) -count=1 -tags nri_no_wasm -run '^TestNoWasmTag' ./adaptation/
 	@# The spec generator's differential counts (the test passed above).
 	cd go && GOEXPERIMENT=cgocheck2 $(GO) test -race -count=1 -run '^TestDifferential$$' -v ./generate/ | grep '^spec generator'
 	for v in $(BUILD_AGAINST_VERSIONS); do tests/conformance/build-against.sh $$v || exit 1; done

@@ -77,7 +77,8 @@ var (
 	noCtx = context.TODO()
 
 	// ErrWasmDisabled is upstream's error for a build without WASM support:
-	// a library built without its "wasm" feature, in nri-rs. New logs it, as
+	// in nri-rs, a library built without its "wasm" feature, or this
+	// package built with upstream's nri_no_wasm tag. New logs it, as
 	// upstream's does, and WASM plugins are refused with "no WASM support".
 	ErrWasmDisabled = errors.New("WASM support is disabled (at build time)")
 )
@@ -264,7 +265,7 @@ func New(name, version string, syncFn SyncFn, updateFn UpdateFn, opts ...Option)
 			return nil, fmt.Errorf("failed to apply option: %w", err)
 		}
 	}
-	if !bool(C.nri_wasm_supported()) {
+	if !bool(C.nri_wasm_supported()) || !wasmBuiltIn {
 		log.Errorf(noCtx, "failed to initialize WASM support: %v", ErrWasmDisabled)
 	}
 	if len(r.clientOpts) > 0 || len(r.serverOpts) > 0 {
@@ -358,10 +359,7 @@ func (r *Adaptation) createCore() error {
 			return nil
 		},
 		func() error {
-			if r.wasmCompiledAtStart || !bool(C.nri_wasm_supported()) {
-				return nil
-			}
-			return check(C.nri_go_set_wasm_engine(opts, C.uintptr_t(cgo.NewHandle(wazeroLender{})), &cerr))
+			return check(r.setWasmEngine(opts, &cerr))
 		},
 		func() error {
 			if r.wasmCacheDir == nil {

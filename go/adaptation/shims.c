@@ -126,6 +126,7 @@ nri_status nri_go_set_log(uint32_t max_level, nri_error **err) {
 	return nri_set_log_callback(nri_go_log, NULL, max_level, err);
 }
 
+#ifdef NRI_GO_WASM /* wasm_lend.go's, which a build with nri_no_wasm leaves out */
 static void nri_go_wasm_load(void *ud, const char *name, const uint8_t *wasm, size_t len,
                              uint64_t memory_limit, uint64_t init_timeout_ns, void **module,
                              nri_reply *reply) {
@@ -153,3 +154,4 @@ nri_status nri_go_set_wasm_engine(nri_options *o, uintptr_t h, nri_error **err) 
 	};
 	return nri_options_set_wasm_engine(o, &e, err);
 }
+#endif

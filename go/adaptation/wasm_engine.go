@@ -1,3 +1,5 @@
+//go:build !nri_no_wasm
+
 package adaptation
 
 // A WASM plugin module run on wazero, at the level of the requests' and

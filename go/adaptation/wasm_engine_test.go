@@ -1,4 +1,4 @@
-//go:build !race
+//go:build !race && !nri_no_wasm
 
 // The race detector makes wazero's compiler take minutes per module, so
 // this file is left out of -race builds (go/tests/wasm skips itself for the

@@ -1,3 +1,5 @@
+//go:build !nri_no_wasm
+
 package adaptation
 
 // The core's lent WASM engine (nri_options_set_wasm_engine): the modules
@@ -7,6 +9,7 @@ package adaptation
 // is in wasm_engine.go; this file is its cgo side.
 
 /*
+#cgo CFLAGS: -DNRI_GO_WASM
 #include <stdint.h>
 #include <stdlib.h>
 #include "nri.h"
@@ -20,6 +23,20 @@ import (
 	"time"
 	"unsafe"
 )
+
+// wasmBuiltIn says that this package runs WASM plugins: it was built
+// without upstream's nri_no_wasm tag (wasm_disabled.go).
+const wasmBuiltIn = true
+
+// setWasmEngine lends the core wazero for the modules its cache lacks,
+// unless the runtime wants them compiled at start or the library has no
+// WASM support.
+func (r *Adaptation) setWasmEngine(opts *C.nri_options, cerr **C.nri_error) C.nri_status {
+	if r.wasmCompiledAtStart || !bool(C.nri_wasm_supported()) {
+		return C.NRI_STATUS_OK
+	}
+	return C.nri_go_set_wasm_engine(opts, C.uintptr_t(cgo.NewHandle(wazeroLender{})), cerr)
+}
 
 // wazeroLender is the lent engine's user data. It holds nothing: each
 // module has a handle of its own.

@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !nri_no_wasm
 
 package adaptation
 

@@ -1,7 +1,8 @@
 /* A WASM engine lent by the caller (nri_options_set_wasm_engine): the WASM
  * plugins the compiled-module cache does not hold run on it, their calls'
  * statuses are honoured, modules are released and the engine's user data
- * freed once, and unusable engines are refused. */
+ * freed once, and unusable engines are refused; with WASM disabled, no
+ * module is loaded. */
 #include "harness.h"
 
 #include <errno.h>
@@ -242,6 +243,23 @@ static void unusable_engines_are_refused_and_finalized(void **state)
     assert_int_equal(l->loads, 0);
 }
 
+/* nri_options_disable_wasm, what go/adaptation built with nri_no_wasm
+ * sets: the module is not loaded, not even on a lent engine. */
+static void with_wasm_disabled_no_module_is_loaded(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    lent *l = lent_new(f, NRI_WASM_STATUS_OK);
+    install_module(f, "10-lent");
+    lend(f, l);
+    assert_fails(nri_options_disable_wasm(NULL, &err), &err, NRI_STATUS_INVALID_ARGUMENT,
+                 "options is NULL");
+    assert_ok(nri_options_disable_wasm(f->opts, &err), &err);
+    fixture_start(f);
+    assert_false(nri_adaptation_has_plugin(f->a, "10-lent"));
+    assert_int_equal(l->loads, 0);
+}
+
 int main(void)
 {
     harness_init();
@@ -250,6 +268,7 @@ int main(void)
         FIXTURE_TEST(a_refusal_fails_the_request_and_keeps_the_plugin),
         FIXTURE_TEST(a_dead_module_fails_the_request_and_is_dropped),
         FIXTURE_TEST(unusable_engines_are_refused_and_finalized),
+        FIXTURE_TEST(with_wasm_disabled_no_module_is_loaded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

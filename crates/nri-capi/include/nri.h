@@ -1210,6 +1210,17 @@ nri_status nri_options_set_wasm_engine(struct nri_options *opts,
                                        struct nri_error **err);
 
 /**
+ * Run no WASM plugins, as upstream built with its `nri_no_wasm` build
+ * tag: a module in the plugin directory is refused with "no WASM
+ * support", as by a library built without WASM support (see
+ * `nri_wasm_supported`). go/adaptation sets it when built with that tag.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `err` is NULL or writable.
+ */
+nri_status nri_options_disable_wasm(struct nri_options *opts, struct nri_error **err);
+
+/**
  * Accept no external plugin connections: no socket is created
  * (`WithDisabledExternalConnections`).
  *

@@ -210,6 +210,28 @@ pub unsafe extern "C" fn nri_options_set_wasm_engine(
     }
 }
 
+/// Run no WASM plugins, as upstream built with its `nri_no_wasm` build
+/// tag: a module in the plugin directory is refused with "no WASM
+/// support", as by a library built without WASM support (see
+/// `nri_wasm_supported`). go/adaptation sets it when built with that tag.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_disable_wasm(
+    opts: *mut nri_options,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: nri_options_disable_wasm's contract: `opts` comes from
+    // nri_options_new, `err` is NULL or writable.
+    unsafe {
+        with_options(opts, err, |o| {
+            *o = std::mem::take(o).disable_wasm();
+            Ok(())
+        })
+    }
+}
+
 /// Accept no external plugin connections: no socket is created
 /// (`WithDisabledExternalConnections`).
 ///

@@ -97,7 +97,7 @@ pub(crate) async fn start_plugins(
 /// registration). Its start function gets the registration timeout.
 async fn load_wasm(core: &Arc<Core>, d: &launch::Discovered) -> Result<Arc<Plugin>, Error> {
     let fail = |e: String| Error::Start(format!("load WASM plugin {}: {e}", d.path.display()));
-    if !crate::WASM_SUPPORTED {
+    if !core.wasm_enabled {
         return Err(Error::Start(format!(
             "can't load WASM plugin {}: no WASM support",
             d.path.display()

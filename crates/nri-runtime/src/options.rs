@@ -64,6 +64,7 @@ pub struct Options {
     pub(crate) wasm_memory_limit: usize,
     pub(crate) wasm_cache_dir: Option<PathBuf>,
     pub(crate) wasm_engine: Option<Arc<dyn crate::WasmEngine>>,
+    pub(crate) wasm_disabled: bool,
 }
 
 impl Default for Options {
@@ -98,6 +99,7 @@ impl Default for Options {
             wasm_memory_limit: crate::DEFAULT_WASM_MEMORY_LIMIT,
             wasm_cache_dir: Some(crate::DEFAULT_WASM_CACHE_DIR.into()),
             wasm_engine: None,
+            wasm_disabled: false,
         }
     }
 }
@@ -142,6 +144,15 @@ impl Options {
     /// without WASM support.
     pub fn wasm_engine(mut self, engine: Arc<dyn crate::WasmEngine>) -> Self {
         self.wasm_engine = Some(engine);
+        self
+    }
+    /// Run no WASM plugins, as upstream built with its `nri_no_wasm` tag:
+    /// a module in the plugin directory is refused with "no WASM support",
+    /// as in a build without WASM support. For a runtime that asks for
+    /// that build of upstream's (go/adaptation does, built with the tag)
+    /// while this library has WASM support.
+    pub fn disable_wasm(mut self) -> Self {
+        self.wasm_disabled = true;
         self
     }
     /// Accept no external plugins (`WithDisabledExternalConnections`).

@@ -51,6 +51,9 @@ pub(crate) struct Core {
     pub(crate) wasm_cache_dir: Option<std::path::PathBuf>,
     /// [`Options::wasm_engine`](crate::Options::wasm_engine).
     pub(crate) wasm_engine: Option<std::sync::Arc<dyn crate::WasmEngine>>,
+    /// Whether WASM plugins run: built with WASM support, and not turned
+    /// off by [`Options::disable_wasm`](crate::Options::disable_wasm).
+    pub(crate) wasm_enabled: bool,
     /// Checks a pod's required plugins, when they guard pods
     /// ([`Options::required_plugins_guard_pods`](crate::Options::required_plugins_guard_pods)).
     pub(crate) pod_guard: Option<nri_validator::DefaultValidator>,

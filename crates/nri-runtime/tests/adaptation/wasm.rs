@@ -352,3 +352,32 @@ async fn a_caller_blocked_on_the_event_runs_the_module_itself() {
     );
     h.nri.stop().await;
 }
+
+/// Turned off as upstream's `nri_no_wasm` build does: a module is refused
+/// with that build's words, on no engine, and nothing is compiled.
+#[tokio::test]
+async fn with_wasm_disabled_a_module_is_refused_on_every_engine() {
+    let engine = lent(Ok(annotating("lent")));
+    let e = std::sync::Arc::clone(&engine);
+    let h = Harness::start_with(
+        move |o| o.wasm_engine(e).disable_wasm(),
+        RuntimeState::default(),
+    )
+    .await;
+    install(
+        &h.plugin_dir(),
+        "10-wasm",
+        &module(&annotating("compiled"), false),
+    );
+    h.nri.start().await.unwrap();
+    assert!(h.nri.plugins().is_empty(), "{:?}", h.nri.plugins());
+    assert!(engine.loaded.lock().unwrap().is_empty());
+    assert!(
+        !logged("can't load WASM plugin").is_empty() && !logged("no WASM support").is_empty(),
+        "the refusal is logged with upstream's words"
+    );
+    let cache = h.plugin_dir().parent().unwrap().join("wasm-cache");
+    let kept = std::fs::read_dir(&cache).map_or(0, |d| d.count());
+    assert_eq!(kept, 0, "nothing compiled");
+    h.nri.stop().await;
+}
