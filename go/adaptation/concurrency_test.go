@@ -3,13 +3,11 @@ package adaptation_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/containerd/nri/pkg/adaptation/builtin"
 	"github.com/containerd/nri/pkg/api"
-	"github.com/containerd/nri/pkg/log"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -58,44 +56,14 @@ func TestConcurrentEventsFromManyGoroutines(t *testing.T) {
 	}
 }
 
-// recordingLogger keeps what upstream's pkg/log receives.
-type recordingLogger struct {
-	sync.Mutex
-	lines []string
-}
-
-func (l *recordingLogger) add(f string, a ...interface{}) {
-	l.Lock()
-	defer l.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(f, a...))
-}
-func (l *recordingLogger) Debugf(_ context.Context, f string, a ...interface{}) { l.add(f, a...) }
-func (l *recordingLogger) Infof(_ context.Context, f string, a ...interface{})  { l.add(f, a...) }
-func (l *recordingLogger) Warnf(_ context.Context, f string, a ...interface{})  { l.add(f, a...) }
-func (l *recordingLogger) Errorf(_ context.Context, f string, a ...interface{}) { l.add(f, a...) }
-
-func (l *recordingLogger) has(s string) bool {
-	l.Lock()
-	defer l.Unlock()
-	for _, line := range l.lines {
-		if strings.Contains(line, s) {
-			return true
-		}
-	}
-	return false
-}
-
 // The core's own log records reach the runtime's pkg/log logger.
 func TestCoreLogsGoToPkgLog(t *testing.T) {
-	rec := &recordingLogger{}
-	prev := log.Get()
-	log.Set(rec)
-	defer log.Set(prev)
+	rec := nri.RecordLog(t)
 
 	p := &builtin.BuiltinPlugin{Base: "quiet", Index: "20", Handlers: builtin.BuiltinHandlers{}}
 	r := newAdaptation(t, noSync, nri.WithBuiltinPlugins(p))
 	require.NoError(t, r.Start())
 	r.Stop()
 	// Logged by the Rust core (crates/nri-runtime), not by the Go wrapper.
-	assert.True(t, rec.has("plugin builtin:20-quiet started"), "core log lines: %v", rec.lines)
+	assert.True(t, rec.Has("plugin builtin:20-quiet started"), "core log lines: %v", rec)
 }

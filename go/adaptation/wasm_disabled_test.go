@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/containerd/nri/pkg/log"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -18,10 +17,7 @@ import (
 // disabled, and a module in the plugin directory is refused with the words
 // of upstream's build with that tag (make test-go runs this file).
 func TestNoWasmTagRefusesModules(t *testing.T) {
-	rec := &recordingLogger{}
-	prev := log.Get()
-	log.Set(rec)
-	defer log.Set(prev)
+	rec := nri.RecordLog(t)
 
 	dir := t.TempDir()
 	// The smallest module: WASM's magic and version.
@@ -29,6 +25,6 @@ func TestNoWasmTagRefusesModules(t *testing.T) {
 	r := newAdaptation(t, noSync, nri.WithPluginPath(dir), nri.WithWasmCacheDir(""))
 	require.NoError(t, r.Start())
 	r.Stop()
-	assert.True(t, rec.has(nri.ErrWasmDisabled.Error()), "log: %v", rec.lines)
-	assert.True(t, rec.has("can't load WASM plugin") && rec.has("no WASM support"), "log: %v", rec.lines)
+	assert.True(t, rec.Has(nri.ErrWasmDisabled.Error()), "log: %v", rec)
+	assert.True(t, rec.Has("can't load WASM plugin") && rec.Has("no WASM support"), "log: %v", rec)
 }

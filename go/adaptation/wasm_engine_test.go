@@ -7,18 +7,14 @@
 package adaptation
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
-	"github.com/containerd/nri/pkg/log"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
@@ -29,33 +25,6 @@ const (
 	wasmTestInit    = 30 * time.Second
 	wasmTestTimeout = time.Second
 )
-
-// wasmTestLog keeps what the engine logs through upstream's pkg/log.
-type wasmTestLog struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *wasmTestLog) add(f string, a ...interface{}) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(f, a...))
-}
-func (l *wasmTestLog) Debugf(_ context.Context, f string, a ...interface{}) { l.add(f, a...) }
-func (l *wasmTestLog) Infof(_ context.Context, f string, a ...interface{})  { l.add(f, a...) }
-func (l *wasmTestLog) Warnf(_ context.Context, f string, a ...interface{})  { l.add(f, a...) }
-func (l *wasmTestLog) Errorf(_ context.Context, f string, a ...interface{}) { l.add(f, a...) }
-
-func (l *wasmTestLog) has(s string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, line := range l.lines {
-		if strings.Contains(line, s) {
-			return true
-		}
-	}
-	return false
-}
 
 // wasmTestPlugin builds go/tests/wasm's plugin for wasip1, as that
 // package's tests do.
@@ -102,10 +71,7 @@ func TestWasmEngine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles a Go WASM module")
 	}
-	rec := &wasmTestLog{}
-	prev := log.Get()
-	log.Set(rec)
-	defer log.Set(prev)
+	rec := RecordLog(t)
 
 	wasm := wasmTestPlugin(t)
 	// Every plugin but the first ends dead: one module each.
@@ -120,7 +86,7 @@ func TestWasmEngine(t *testing.T) {
 		m := load(t, wasmTestMemory)
 		wasmConfigure(t, m, "name=engine")
 		// Through the host's log function, at the request's level.
-		assert.True(t, rec.has("wasm-test engine Configure engine-test/v1 mode=adjust"), "%q", rec.lines)
+		assert.True(t, rec.Has("wasm-test engine Configure engine-test/v1 mode=adjust"), "%v", rec)
 
 		reply, status, text := wasmCreate(m)
 		require.Equal(t, wasmOK, status, text)
@@ -189,7 +155,7 @@ func TestWasmEngine(t *testing.T) {
 		})
 	}
 	// The panic's message, through the module's standard error.
-	assert.True(t, rec.has("WASM plugin 10-engine stderr: panic: wasm-test: panicking in CreateContainer"), "%q", rec.lines)
+	assert.True(t, rec.Has("WASM plugin 10-engine stderr: panic: wasm-test: panicking in CreateContainer"), "%v", rec)
 }
 
 // wasmTestModule assembles a module of one function: its types (with their
