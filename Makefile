@@ -279,7 +279,7 @@ BENCH_DIR := $(CURDIR)/build/bench
 BENCH_FLAGS ?= -v
 bench:
 	$(RELEASE_LIB)
-	$(CARGO) build --release -p nri-test-tools --bin nri-bench-core
+	$(CARGO) build --release -p nri-test-tools --bin nri-bench-core --features wasm
 	$(BENCH_PLUGIN)
 	$(MAKE) --no-print-directory pkgconfig bench-run NRI_LIB_DIR=$(TARGET_DIR)/release
 

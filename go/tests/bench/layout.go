@@ -175,18 +175,27 @@ func (h *harness) runCore(run coreRun) (layoutRound, error) {
 // request, the plugin hops, merging, encoding the response. Counts do not
 // depend on the machine's load, unlike every time in this report.
 type instrCount struct {
-	Plugins   int     `json:"plugins"`
-	Validator bool    `json:"default_validator,omitempty"`
-	Audit     bool    `json:"audit_log,omitempty"`
-	PerEvent  float64 `json:"instructions_per_event"`
-	PerHop    float64 `json:"instructions_per_hop"`
-	Error     string  `json:"error,omitempty"`
+	Plugins   int  `json:"plugins"`
+	Validator bool `json:"default_validator,omitempty"`
+	Audit     bool `json:"audit_log,omitempty"`
+	// The one plugin is a WASM module on an engine lent to the core
+	// (nri-bench-core's lent layout, its stand-in engine): the count is the
+	// core's part of the event alone.
+	Lent     bool    `json:"lent_wasm,omitempty"`
+	PerEvent float64 `json:"instructions_per_event"`
+	PerHop   float64 `json:"instructions_per_hop"`
+	Error    string  `json:"error,omitempty"`
 }
 
 // countInstructions runs nri-bench-core under callgrind twice, with n and
 // 2n events, so that start-up and shutdown cancel out of the difference.
-func (h *harness) countInstructions(plugins int, validator, audit bool, n int) instrCount {
-	out := instrCount{Plugins: plugins, Validator: validator, Audit: audit}
+// With lent, the one plugin is a module on a lent engine (plugins is 1).
+func (h *harness) countInstructions(plugins int, validator, audit, lent bool, n int) instrCount {
+	out := instrCount{Plugins: plugins, Validator: validator, Audit: audit, Lent: lent}
+	layout, socketPlugins := "wire", plugins
+	if lent {
+		layout, socketPlugins = "lent", 0
+	}
 	total := func(ops int) (float64, error) {
 		dir, err := h.newDir()
 		if err != nil {
@@ -194,7 +203,7 @@ func (h *harness) countInstructions(plugins int, validator, audit bool, n int) i
 		}
 		file := filepath.Join(dir, "callgrind.out")
 		wrapper := []string{"valgrind", "--tool=callgrind", "--callgrind-out-file=" + file}
-		if _, err := h.runCore(coreRun{layout: "wire", stub: stubRust, plugins: plugins, ops: ops, warmup: 0,
+		if _, err := h.runCore(coreRun{layout: layout, stub: stubRust, plugins: socketPlugins, ops: ops, warmup: 0,
 			validator: validator, audit: audit, wrapper: wrapper}); err != nil {
 			return 0, err
 		}

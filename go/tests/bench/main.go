@@ -494,8 +494,8 @@ func (h *harness) runLayouts(s settings) []layoutResult {
 
 // runInstructions counts the core's instructions per CreateContainer with
 // one and four typical Rust-stub plugins, with one and the default
-// validator, and with one and the audit log (to a file); skipped (with a
-// note) without valgrind.
+// validator, with one and the audit log (to a file), and with one WASM
+// module on a lent engine; skipped (with a note) without valgrind.
 func (h *harness) runInstructions() []instrCount {
 	if _, err := exec.LookPath("valgrind"); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: no valgrind, instructions not counted: %v\n", err)
@@ -507,12 +507,13 @@ func (h *harness) runInstructions() []instrCount {
 	}
 	var out []instrCount
 	for _, c := range []struct {
-		plugins          int
-		validator, audit bool
-	}{{1, false, false}, {4, false, false}, {1, true, false}, {1, false, true}} {
-		r := h.countInstructions(c.plugins, c.validator, c.audit, 300)
-		h.logf("instructions: %d plugin(s), validator %v, audit log %v: %.0f per event, %.0f per hop %s",
-			r.Plugins, r.Validator, r.Audit, r.PerEvent, r.PerHop, r.Error)
+		plugins                int
+		validator, audit, lent bool
+	}{{1, false, false, false}, {4, false, false, false}, {1, true, false, false}, {1, false, true, false},
+		{1, false, false, true}} {
+		r := h.countInstructions(c.plugins, c.validator, c.audit, c.lent, 300)
+		h.logf("instructions: %d plugin(s), validator %v, audit log %v, lent WASM %v: %.0f per event, %.0f per hop %s",
+			r.Plugins, r.Validator, r.Audit, r.Lent, r.PerEvent, r.PerHop, r.Error)
 		out = append(out, r)
 	}
 	return out

@@ -194,14 +194,20 @@ func markdown(r *results, resultsName, pngRel string) string {
 	if len(r.Instructions) > 0 {
 		w("## Instructions of the core\n\nCallgrind of `nri-bench-core` in its `wire` layout: the C ABI's path for ")
 		w("CreateContainer (decode the request, the plugin hops, merge, encode the answer), typical Rust-stub plugins, ")
-		w("whole process, from runs of n and 2n events so that start-up cancels out. Counts do not depend on the machine's load.\n\n")
+		w("whole process, from runs of n and 2n events so that start-up cancels out. Counts do not depend on the machine's load. ")
+		w("The lent row is the `lent` layout: one WASM module on an engine lent to the core, a stand-in that answers at once ")
+		w("what the bench's WASM plugin answers, so the count is the core's part of such an event alone.\n\n")
 		w("| plugins | default validator | audit log | instructions per event | per plugin hop |\n|---|---|---|---|---|\n")
 		for _, ic := range r.Instructions {
+			plugins := fmt.Sprint(ic.Plugins)
+			if ic.Lent {
+				plugins += " (WASM, lent engine)"
+			}
 			if ic.Error != "" {
-				w("| %d | %v | %v | failed: %s | |\n", ic.Plugins, ic.Validator, ic.Audit, ic.Error)
+				w("| %s | %v | %v | failed: %s | |\n", plugins, ic.Validator, ic.Audit, ic.Error)
 				continue
 			}
-			w("| %d | %v | %v | %.0f | %.0f |\n", ic.Plugins, ic.Validator, ic.Audit, ic.PerEvent, ic.PerHop)
+			w("| %s | %v | %v | %.0f | %.0f |\n", plugins, ic.Validator, ic.Audit, ic.PerEvent, ic.PerHop)
 		}
 		w("\n")
 	}

@@ -80,7 +80,8 @@ const (
 	limitsWasmFirstStart = "the module runs on wazero, which go/adaptation lends the core, compiled as upstream compiles " +
 		"it at every start; the core's part is reading the file and asking the cache"
 	limitsWasmLent = "the module runs on wazero, with the same calls, as under upstream; nri-rs adds the core's part " +
-		"of the event (decoding, checking and merging, on the core's thread) and a cgo callback on the caller's thread"
+		"of the event on the caller's thread (the request checked, the reply decoded and merged, the answer encoded: " +
+		"the lent row of the instruction counts, over 40 % of it the check) and a cgo callback into the engine"
 	limitsLarge = "the 3.3 MB reply is decoded by the core and the merged reply encoded again and decoded by " +
 		"go/adaptation, where upstream decodes once; decoding it into rust-protobuf's owned strings and maps is most " +
 		"of the core's part (5. below)"

@@ -4,7 +4,7 @@
 //! layout rests on a measurement. go/bench starts this process, starts the
 //! plugins against its socket and reads one JSON line of results.
 //!
-//! Usage: nri-bench-core -layout L -socket PATH -plugins N -request FILE -ops N -warmup N [-validator 1] [-audit FILE]
+//! Usage: nri-bench-core -layout L -socket PATH -plugins N -request FILE -ops N -warmup N [-validator 1] [-audit FILE] [-thrash KIB]
 //!
 //! `-validator 1` enables the default validator as go/bench's
 //! `benchValidator` does (on, refusing OCI hooks, `bench0` required);
@@ -19,6 +19,13 @@
 //! * `wire`: `dedicated`, but each event goes in and out encoded
 //!   (`create_container_wire`), as the C ABI relays it, with the request
 //!   completed as go/adaptation completes it before encoding;
+//! * `lent`: `wire`, with the one plugin a WASM module run by an engine
+//!   lent to the core (`Options::wasm_engine`), as go/adaptation lends
+//!   wazero; here a stand-in engine answers every call with what the
+//!   bench's WASM plugin answers, so the event is the core's part alone.
+//!   The caller blocks in `block_on_event`, as the C ABI's callers do. With
+//!   `-thrash KIB` the stand-in first walks that much memory, to leave the
+//!   caches as cold as a real module's run leaves them;
 //! * `caller`: a current-thread runtime driven by the calling thread itself
 //!   (`Runtime::block_on` per event): no thread hop at all, but nothing
 //!   serves plugins between events, so not a layout a runtime can use;
@@ -61,6 +68,8 @@ struct Args {
     validator: bool,
     /// Where the audit log goes, if it is kept.
     audit: Option<String>,
+    /// KiB of memory the `lent` layout's module walks per call.
+    thrash: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -73,6 +82,7 @@ fn parse_args() -> Result<Args, String> {
         warmup: 100,
         validator: false,
         audit: None,
+        thrash: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -87,6 +97,7 @@ fn parse_args() -> Result<Args, String> {
             "warmup" => a.warmup = num(&value)?,
             "validator" => a.validator = num(&value)? != 0,
             "audit" => a.audit = Some(value),
+            "thrash" => a.thrash = num(&value)?,
             f => return Err(format!("unknown flag -{f}")),
         }
     }
@@ -100,6 +111,9 @@ fn parse_args() -> Result<Args, String> {
 enum Driver {
     /// Block the calling thread; the core's runtime runs elsewhere.
     Block,
+    /// Block the calling thread as the C ABI's event calls do, so that
+    /// work of the event that would block a thread runs on it.
+    Waiting,
     /// Drive this current-thread runtime from the calling thread.
     Caller(tokio::runtime::Runtime),
 }
@@ -108,6 +122,7 @@ impl Driver {
     fn run<F: std::future::Future>(&self, f: F) -> F::Output {
         match self {
             Driver::Block => futures::executor::block_on(f),
+            Driver::Waiting => nri_runtime::block_on_event(f),
             Driver::Caller(rt) => rt.block_on(f),
         }
     }
@@ -115,16 +130,34 @@ impl Driver {
     /// Waits a little; a caller-driven runtime serves plugins meanwhile.
     fn pause(&self, d: Duration) {
         match self {
-            Driver::Block => std::thread::sleep(d),
+            Driver::Block | Driver::Waiting => std::thread::sleep(d),
             Driver::Caller(rt) => rt.block_on(async { tokio::time::sleep(d).await }),
         }
     }
 }
 
+/// The core's warnings and errors, on stderr: why a plugin did not start.
+struct StderrLog;
+
+impl log::Log for StderrLog {
+    fn enabled(&self, m: &log::Metadata) -> bool {
+        m.level() <= log::Level::Warn
+    }
+    fn log(&self, r: &log::Record) {
+        if self.enabled(r.metadata()) {
+            eprintln!("nri-bench-core: {}: {}", r.level(), r.args());
+        }
+    }
+    fn flush(&self) {}
+}
+
 fn main() -> Result<(), BoxError> {
+    if log::set_logger(&StderrLog).is_ok() {
+        log::set_max_level(log::LevelFilter::Warn);
+    }
     let args = parse_args()?;
     let mut req = CreateContainerRequest::parse_from_bytes(&std::fs::read(&args.request)?)?;
-    if args.layout == "wire" {
+    if args.layout == "wire" || args.layout == "lent" {
         // What go/adaptation adds before it encodes a request.
         let ctr = req.container.mut_or_insert_default();
         ctr.hooks.mut_or_insert_default();
@@ -155,8 +188,29 @@ fn main() -> Result<(), BoxError> {
     if let Some(file) = &args.audit {
         opts = opts.audit_file(file);
     }
+    // The lent layout's module, in a plugin directory of its own.
+    let _plugin_dir = match args.layout.as_str() {
+        "lent" => {
+            let dir = std::env::temp_dir().join(format!("nri-bench-lent-{}", std::process::id()));
+            std::fs::create_dir_all(&dir)?;
+            // Only the magic number and version: the stand-in reads no further.
+            // Executable, as the plugin directory's plugins must be.
+            let module = dir.join("10-lent");
+            std::fs::write(&module, b"\0asm\x01\0\0\0")?;
+            std::fs::set_permissions(&module, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+            opts = opts
+                .plugin_path(&dir)
+                .wasm_cache_dir(None)
+                .wasm_engine(std::sync::Arc::new(lent::Engine {
+                    thrash: args.thrash,
+                }));
+            Some(RemoveOnDrop(dir))
+        }
+        _ => None,
+    };
     let driver = match args.layout.as_str() {
         "dedicated" | "wire" => Driver::Block,
+        "lent" => Driver::Waiting,
         "multi2" | "multi1" => {
             let workers = if args.layout == "multi2" { 2 } else { 1 };
             let rt = tokio::runtime::Builder::new_multi_thread()
@@ -193,7 +247,10 @@ fn main() -> Result<(), BoxError> {
 
     let deadline = Instant::now() + Duration::from_secs(30);
     // The default validator is one of the plugins.
-    let wanted = args.plugins + usize::from(args.validator);
+    let wanted = match args.layout.as_str() {
+        "lent" => 1,
+        _ => args.plugins,
+    } + usize::from(args.validator);
     while nri.plugins().len() < wanted {
         if Instant::now() > deadline {
             return Err(format!(
@@ -211,7 +268,7 @@ fn main() -> Result<(), BoxError> {
     // One event's input: the request, decoded or encoded as the layout
     // takes it; copied before the measured loop, outside the measurement.
     let input = || match args.layout.as_str() {
-        "wire" => Err(wire.clone()),
+        "wire" | "lent" => Err(wire.clone()),
         _ => Ok(req.clone()),
     };
     let event = |input: Result<CreateContainerRequest, Vec<u8>>| -> Result<(), BoxError> {
@@ -227,27 +284,170 @@ fn main() -> Result<(), BoxError> {
         event(input())?;
     }
     let inputs: Vec<_> = (0..args.ops).map(|_| input()).collect();
+    let lent = args.layout == "lent";
     let mut lat = Vec::with_capacity(args.ops);
+    // The lent layout's core part: before the module's call, and after.
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    let module0 = lent::MODULE_NANOS.load(std::sync::atomic::Ordering::Relaxed);
     let cpu0 = cpu_time();
     let t0 = Instant::now();
     for i in inputs {
+        // A lent module's caller has just encoded the request: its bytes
+        // are in the caches, whatever the module's run left there.
+        if let (Err(bytes), true) = (&i, lent) {
+            std::hint::black_box(bytes.iter().fold(0u8, |a, b| a ^ b));
+        }
         let started = Instant::now();
         event(i)?;
-        lat.push(started.elapsed().as_secs_f64() * 1e6);
+        let ended = Instant::now();
+        lat.push((ended - started).as_secs_f64() * 1e6);
+        if let Some((called, returned)) = lent.then(lent::last_call).flatten() {
+            before.push((called - started).as_secs_f64() * 1e6);
+            after.push((ended - returned).as_secs_f64() * 1e6);
+        }
     }
     let wall = t0.elapsed();
     let cpu = cpu_time() - cpu0;
+    let module = lent::MODULE_NANOS.load(std::sync::atomic::Ordering::Relaxed) - module0;
     driver.run(nri.stop());
     lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    before.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    after.sort_by(|a, b| a.partial_cmp(b).unwrap());
     println!(
-        "{{\"layout\":\"{}\",\"ops\":{},\"p50_us\":{:.2},\"p99_us\":{:.2},\"mean_us\":{:.2},\"cpu_us_per_op\":{:.2}}}",
+        "{{\"layout\":\"{}\",\"ops\":{},\"p50_us\":{:.2},\"p99_us\":{:.2},\"mean_us\":{:.2},\"cpu_us_per_op\":{:.2},\"module_us_per_op\":{:.2},\"core_before_p50_us\":{:.2},\"core_after_p50_us\":{:.2}}}",
         args.layout,
         args.ops,
         percentile(&lat, 0.50),
         percentile(&lat, 0.99),
         wall.as_secs_f64() * 1e6 / args.ops.max(1) as f64,
         cpu.as_secs_f64() * 1e6 / args.ops.max(1) as f64,
+        module as f64 / 1e3 / args.ops.max(1) as f64,
+        percentile(&before, 0.5),
+        percentile(&after, 0.5),
     );
     std::io::stdout().flush()?;
     Ok(())
+}
+
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The `lent` layout's engine.
+mod lent {
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    use nri_runtime::{WasmEngine, WasmFailure, WasmModule};
+    use nri_stub::api::{
+        ConfigureResponse, ContainerAdjustment, CreateContainerResponse, Event, Hook, Hooks, Mount,
+    };
+    use protobuf::Message;
+
+    static LAST_CALL: Mutex<Option<(Instant, Instant)>> = Mutex::new(None);
+
+    /// When the last CreateContainer call into the module began and ended.
+    pub fn last_call() -> Option<(Instant, Instant)> {
+        LAST_CALL.lock().unwrap().take()
+    }
+
+    /// Time spent in the module's calls, to be taken from the event's.
+    pub static MODULE_NANOS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+    pub struct Engine {
+        pub thrash: usize,
+    }
+
+    impl WasmEngine for Engine {
+        fn load(
+            &self,
+            _name: &str,
+            _wasm: &[u8],
+            _memory_limit: usize,
+            _init_timeout: Duration,
+        ) -> Result<Box<dyn WasmModule>, String> {
+            Ok(Box::new(Module {
+                reply: reply().write_to_bytes().map_err(|e| e.to_string())?,
+                memory: Mutex::new(vec![1u8; self.thrash << 10]),
+            }))
+        }
+    }
+
+    /// What go/tests/wasm/plugin answers CreateContainer with in the bench.
+    fn reply() -> CreateContainerResponse {
+        let mut adj = ContainerAdjustment::default();
+        adj.add_annotation("wasm-test/bench", "events=1");
+        adj.add_env("WASM_TEST_BENCH", "app");
+        adj.add_mount(Mount {
+            destination: "/wasm-test/bench".into(),
+            source: "/tmp/wasm-test".into(),
+            type_: "bind".into(),
+            options: vec!["bind".into(), "ro".into()],
+            ..Default::default()
+        });
+        adj.add_hooks(Hooks {
+            prestart: vec![Hook {
+                path: "/bin/true".into(),
+                args: vec!["true".into(), "bench".into()],
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        CreateContainerResponse {
+            adjust: protobuf::MessageField::some(adj),
+            ..Default::default()
+        }
+    }
+
+    struct Module {
+        reply: Vec<u8>,
+        memory: Mutex<Vec<u8>>,
+    }
+
+    impl WasmModule for Module {
+        fn call(
+            &self,
+            method: &str,
+            request: &[u8],
+            _timeout: Duration,
+        ) -> Result<Vec<u8>, WasmFailure> {
+            match method {
+                "CreateContainer" => {}
+                // Subscribed to CreateContainer alone, as a plugin that
+                // does not validate (one subscribed to everything would).
+                "Configure" => {
+                    let rsp = ConfigureResponse {
+                        events: Event::CREATE_CONTAINER.mask_bit(),
+                        ..Default::default()
+                    };
+                    return rsp
+                        .write_to_bytes()
+                        .map_err(|e| WasmFailure::Dead(e.to_string()));
+                }
+                _ => return Ok(Vec::new()),
+            }
+            // Walk the memory a cache line at a time, as a module's run
+            // would, and read the request as a module copies it in; or,
+            // with no memory to walk, answer at once, so that callgrind
+            // counts the core's instructions alone.
+            let started = Instant::now();
+            let mut memory = self.memory.lock().unwrap();
+            if !memory.is_empty() {
+                for b in memory.iter_mut().step_by(64) {
+                    *b = b.wrapping_add(1);
+                }
+                std::hint::black_box(&memory);
+                std::hint::black_box(request.iter().fold(0u8, |a, b| a ^ b));
+            }
+            let returned = Instant::now();
+            *LAST_CALL.lock().unwrap() = Some((started, returned));
+            let spent = (returned - started).as_nanos() as u64;
+            MODULE_NANOS.fetch_add(spent, std::sync::atomic::Ordering::Relaxed);
+            Ok(self.reply.clone())
+        }
+    }
 }
