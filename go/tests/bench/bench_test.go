@@ -108,6 +108,31 @@ func TestSmokeWasm(t *testing.T) {
 	}
 }
 
+// The lent layout, which make bench's instruction counts run: the core
+// with a WASM plugin on a stand-in lent engine, its part of each event
+// timed on both sides of the module's call.
+func TestLentLayout(t *testing.T) {
+	core := filepath.Join(rustBin(), "nri-bench-core")
+	if _, err := os.Stat(core); err != nil {
+		t.Fatalf("%v (build the workspace first: cargo build --workspace, or set NRI_BENCH_BIN)", err)
+	}
+	h := &harness{bins: binaries{core: core}, req: newRequests(), tmp: t.TempDir(), verbose: testing.Verbose()}
+	for _, thrash := range []string{"0", "64"} {
+		lr, err := h.runCore(coreRun{layout: "lent", ops: 50, warmup: 5, extra: []string{"-thrash", thrash}})
+		if err != nil {
+			t.Fatalf("thrash %s: %v", thrash, err)
+		}
+		if lr.Ops != 50 || lr.P50us <= 0 || lr.CoreBeforeP50 <= 0 || lr.CoreAfterP50 <= 0 ||
+			lr.CoreBeforeP50+lr.CoreAfterP50 > lr.P99us {
+			t.Errorf("thrash %s: %+v", thrash, lr)
+		}
+		// Walking memory is the stand-in module's time, not the core's.
+		if thrash != "0" && lr.ModuleUsPerOp <= 0 {
+			t.Errorf("thrash %s: no time in the module: %+v", thrash, lr)
+		}
+	}
+}
+
 func TestSmoke(t *testing.T) {
 	bin := rustBin()
 	for _, b := range []string{"nri-bench-plugin", "nri-bench-core"} {

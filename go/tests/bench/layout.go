@@ -29,6 +29,11 @@ type layoutRound struct {
 	P99us      float64 `json:"p99_us"`
 	MeanUs     float64 `json:"mean_us"`
 	CPUusPerOp float64 `json:"cpu_us_per_op"`
+	// The lent layout's: the stand-in module's time per event, and the
+	// core's p50 before the module's call and after it.
+	ModuleUsPerOp float64 `json:"module_us_per_op,omitempty"`
+	CoreBeforeP50 float64 `json:"core_before_p50_us,omitempty"`
+	CoreAfterP50  float64 `json:"core_after_p50_us,omitempty"`
 }
 
 type layoutResult struct {
@@ -52,6 +57,8 @@ type coreRun struct {
 	// Whether the core keeps an audit log (a file in the run's directory).
 	audit   bool
 	wrapper []string
+	// More flags for nri-bench-core.
+	extra []string
 }
 
 func (h *harness) runLayout(layout, stub string, plugins, ops, warmup int) (layoutRound, error) {
@@ -84,6 +91,7 @@ func (h *harness) runCore(run coreRun) (layoutRound, error) {
 	if run.audit {
 		args = append(args, "-audit", filepath.Join(dir, "audit.jsonl"))
 	}
+	args = append(args, run.extra...)
 	if len(run.wrapper) > 0 {
 		args = append(append([]string{}, run.wrapper...), args...)
 	}
