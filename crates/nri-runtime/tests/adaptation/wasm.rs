@@ -179,11 +179,14 @@ struct Lent {
     create: Result<Vec<u8>, nri_runtime::WasmFailure>,
     /// The threads CreateContainer ran on.
     threads: std::sync::Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>,
+    /// Its modules' reply to Configure: empty subscribes to all events.
+    configure: Vec<u8>,
 }
 
 struct LentModule(
     Result<Vec<u8>, nri_runtime::WasmFailure>,
     std::sync::Arc<std::sync::Mutex<Vec<std::thread::ThreadId>>>,
+    Vec<u8>,
 );
 
 impl nri_runtime::WasmEngine for Lent {
@@ -199,6 +202,7 @@ impl nri_runtime::WasmEngine for Lent {
         Ok(Box::new(LentModule(
             self.create.clone(),
             std::sync::Arc::clone(&self.threads),
+            self.configure.clone(),
         )))
     }
 }
@@ -215,6 +219,7 @@ impl nri_runtime::WasmModule for LentModule {
                 self.1.lock().unwrap().push(std::thread::current().id());
                 self.0.clone()
             }
+            "Configure" => Ok(self.2.clone()),
             _ => Ok(Vec::new()),
         }
     }
@@ -225,6 +230,7 @@ fn lent(create: Result<Vec<u8>, nri_runtime::WasmFailure>) -> std::sync::Arc<Len
         loaded: Default::default(),
         create,
         threads: Default::default(),
+        configure: Vec::new(),
     })
 }
 
@@ -350,6 +356,73 @@ async fn a_caller_blocked_on_the_event_runs_the_module_itself() {
         threads[1], caller,
         "the blocked caller did not run the module"
     );
+    h.nri.stop().await;
+}
+
+/// A request the runtime encoded wrongly is refused before the module is
+/// called. The check is not redundant with the module's own decoding: a
+/// module built on upstream's pkg/api answers bytes it cannot decode with
+/// 0, which both hosts read as an empty reply, so an unchecked request
+/// would pass the plugin by as if it had nothing to adjust.
+#[tokio::test]
+async fn a_malformed_request_is_refused_before_a_wasm_plugin_sees_it() {
+    // Subscribed to CreateContainer alone (not a validator too, as "all
+    // events" would make it): the core then keeps the request encoded.
+    let mut configure = nri_api::ConfigureResponse::new();
+    configure.events = nri_api::EventMask::of(&[nri_api::Event::CREATE_CONTAINER]).raw();
+    let engine = std::sync::Arc::new(Lent {
+        configure: configure.write_to_bytes().unwrap(),
+        ..std::sync::Arc::into_inner(lent(Ok(annotating("lent")))).unwrap()
+    });
+    let e = std::sync::Arc::clone(&engine);
+    let h = Harness::start_with(move |o| o.wasm_engine(e), RuntimeState::default()).await;
+    install(&h.plugin_dir(), "10-wasm", &module(&[], false));
+    h.nri.start().await.unwrap();
+    let good = req!(CreateContainerRequest, "p1", "c1")
+        .write_to_bytes()
+        .unwrap();
+    // The container's length runs past the end (the core cannot find its
+    // ID without decoding, which refuses it); a name that is not UTF-8,
+    // the pod's or the container's, in a request whose container's ID the
+    // core finds in the bytes as they are (then only the check refuses).
+    let mut cut = good.clone();
+    cut.truncate(good.len() - 1);
+    let not_utf8 = |pod_name: &str, ctr_name: &str| {
+        let mut r = req!(CreateContainerRequest, "p1", "c2");
+        r.pod.mut_or_insert_default().name = pod_name.into();
+        let c = r.container.mut_or_insert_default();
+        c.name = ctr_name.into();
+        // As go/adaptation normalizes a container before encoding it: the
+        // core then takes its ID from the bytes without decoding them.
+        c.hooks = protobuf::MessageField::some(Default::default());
+        let res = c
+            .linux
+            .mut_or_insert_default()
+            .resources
+            .mut_or_insert_default();
+        res.memory = protobuf::MessageField::some(Default::default());
+        res.cpu = protobuf::MessageField::some(Default::default());
+        let mut b = r.write_to_bytes().unwrap();
+        let marks: Vec<usize> = (0..b.len()).filter(|&i| b[i] == 0x7f).collect();
+        assert_eq!(marks.len(), 1);
+        b[marks[0]] = 0xff;
+        b
+    };
+    for bad in [cut, not_utf8("p\u{7f}", "c"), not_utf8("p", "c\u{7f}")] {
+        let err = h.nri.create_container_wire(bad).await.unwrap_err();
+        assert!(
+            err.to_string().contains("invalid CreateContainerRequest"),
+            "{err}"
+        );
+    }
+    assert!(
+        engine.threads.lock().unwrap().is_empty(),
+        "the module was handed a malformed request"
+    );
+    // The plugin is not blamed for the runtime's bytes.
+    assert_eq!(h.nri.plugins(), ["10-wasm"]);
+    assert!(h.nri.create_container_wire(good).await.is_ok());
+    assert_eq!(engine.threads.lock().unwrap().len(), 1);
     h.nri.stop().await;
 }
 
