@@ -149,7 +149,7 @@ func TestSmoke(t *testing.T) {
 	want := map[string]int{"floor-raw": 1, "floor-raw-4MiB": 1, "floor-ttrpc": 1, "floor-ttrpc-mux": 1,
 		"create-none": 2, "create-typical-1": 4, "create-typical-4": 4, "create-typical-8": 4, "create-noop-1": 4, "create-noop-4": 4,
 		"create-noop-8": 4, "update-typical-4": 4, "lifecycle-typical-4": 4, "sync-100": 4,
-		"create-typical-1-validator": 4, "create-large-1": 4, "create-typical-1-launched": 4,
+		"create-typical-1-validator": 4, "create-large-1": 4, "create-typical-1-launched": 4, "create-typical-1-paired": 4,
 		"floor-raw@pinned": 1, "create-typical-1@pinned": 4}
 	for _, c := range res.Cases {
 		n, ok := want[c.Name]
@@ -193,6 +193,18 @@ func TestSmoke(t *testing.T) {
 	// The smoke run has no 10,000-container sync and counts no instructions.
 	if measured != len(res.Targets)-3 {
 		t.Errorf("targets evaluated: %d of %d: %+v", measured, len(res.Targets), res.Targets)
+	}
+
+	// The one-plugin event side by side has a row of its own per stub and
+	// measure.
+	side := 0
+	for _, tg := range res.Targets {
+		if strings.HasPrefix(tg.What, "CreateContainer, 1 typical") && strings.Contains(tg.What, "side by side") && !tg.Missing {
+			side++
+		}
+	}
+	if side != 4 {
+		t.Errorf("%d measured target rows for one plugin side by side, want 4", side)
 	}
 
 	// The report and the plot, regenerated from the results file, keeping

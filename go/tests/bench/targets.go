@@ -167,6 +167,20 @@ func evaluateTargets(r *results) []target {
 		val(sr, p50Of), val(su, p50Of), "us", sr != nil && su != nil), limitsSync)
 	add(ratioTarget("Synchronize 10,000 containers (Go-stub plugin): runtime RSS growth, nri-rs / upstream", 0.2,
 		val(sr, rssOf), val(su, rssOf), "kib", sr != nil && su != nil), limitsSync)
+	// One plugin, measured side by side: no worse than upstream.
+	for _, stub := range []string{stubGo, stubRust} {
+		up, rs := r.find("create-typical-1-paired", implUpstream, stub), r.find("create-typical-1-paired", implNriRs, stub)
+		if up == nil && rs == nil {
+			continue
+		}
+		for _, m := range []struct {
+			what string
+			of   func(*configResult) float64
+		}{{"runtime CPU per event", cpuOf}, {"p50 latency", p50Of}} {
+			add(ratioTarget(fmt.Sprintf("CreateContainer, 1 typical %s-stub plugin, side by side: %s, nri-rs / upstream", stub, m.what), 1,
+				val(rs, m.of), val(up, m.of), "us", rs != nil && up != nil), limitsOneHop)
+		}
+	}
 	// A module nri-rs's cache lacks runs on the wazero engine go/adaptation
 	// lends the core: no worse than upstream, which runs it on wazero too.
 	if rs := r.find("create-wasm-1-wazero", implNriRs, stubWasmLent); rs != nil {
