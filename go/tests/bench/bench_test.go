@@ -106,6 +106,16 @@ func TestSmokeWasm(t *testing.T) {
 	if rows != 8 {
 		t.Errorf("%d WASM target rows, want 8", rows)
 	}
+	// In the report's case table, nri-rs's configurations on wazero are
+	// given their ratios to upstream's one WASM configuration.
+	for _, line := range strings.Split(markdown(res, "r.json", ""), "\n") {
+		if !strings.Contains(line, "| nri-rs | wasm (") {
+			continue
+		}
+		if cells := strings.Split(line, "|"); len(cells) < 9 || !strings.HasSuffix(strings.TrimSpace(cells[6]), "×") {
+			t.Errorf("no p50 ratio: %s", line)
+		}
+	}
 }
 
 // The lent layout, which make bench's instruction counts run: the core
@@ -229,6 +239,12 @@ func TestSmoke(t *testing.T) {
 		"Smoke run", "p.png", endMarker + "\nhand-written analysis\n"} {
 		if !strings.Contains(string(md), s) {
 			t.Errorf("report lacks %q", s)
+		}
+	}
+	// A case run side by side gives no RSS growth of its own.
+	for _, line := range strings.Split(string(md), "\n") {
+		if strings.HasPrefix(line, "| CreateContainer, 1 typical plugin, side by side |") && strings.Contains(line, "KiB") {
+			t.Errorf("an RSS growth for a side-by-side configuration: %s", line)
 		}
 	}
 	if strings.Contains(string(md), "old\n") {

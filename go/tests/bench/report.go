@@ -239,8 +239,10 @@ func markdown(r *results, resultsName, pngRel string) string {
 		}
 		floor, trips := r.floorFor(&c)
 		for _, cf := range c.Configs {
+			// Upstream has one WASM configuration: every nri-rs one is
+			// measured against it.
 			refStub := cf.Stub
-			if refStub == stubWasmFirst {
+			if refStub == stubWasmFirst || refStub == stubWasmLent {
 				refStub = stubWasm
 			}
 			ref := r.find(c.Name, implUpstream, refStub)
@@ -256,9 +258,14 @@ func markdown(r *results, resultsName, pngRel string) string {
 				w("| %s | %s | %s | failed: %s | | | | | | | |\n", c.Title, cf.Impl, stubLabel(cf.Stub), strings.Join(cf.Errors, "; "))
 				continue
 			}
+			// Side by side, the process's growth is no one configuration's.
+			rss := fmtKiB(cf.RSSGrowthKiB)
+			if c.Paired {
+				rss = "–"
+			}
 			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Title, cf.Impl, stubLabel(cf.Stub),
 				fmtUs(cf.P50us), fmtUs(cf.P99us), p50r, fmtUs(cf.CPUusPerOp), cpur, fmtCount(cf.AllocsPerOp),
-				fmtKiB(cf.RSSGrowthKiB), dist)
+				rss, dist)
 		}
 	}
 	for _, c := range r.Cases {
