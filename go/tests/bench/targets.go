@@ -173,10 +173,7 @@ func evaluateTargets(r *results) []target {
 		if up == nil && rs == nil {
 			continue
 		}
-		for _, m := range []struct {
-			what string
-			of   func(*configResult) float64
-		}{{"runtime CPU per event", cpuOf}, {"p50 latency", p50Of}} {
+		for _, m := range eventMeasures {
 			add(ratioTarget(fmt.Sprintf("CreateContainer, 1 typical %s-stub plugin, side by side: %s, nri-rs / upstream", stub, m.what), 1,
 				val(rs, m.of), val(up, m.of), "us", rs != nil && up != nil), limitsOneHop)
 		}
@@ -185,10 +182,7 @@ func evaluateTargets(r *results) []target {
 	// lends the core: no worse than upstream, which runs it on wazero too.
 	if rs := r.find("create-wasm-1-wazero", implNriRs, stubWasmLent); rs != nil {
 		up := r.find("create-wasm-1-wazero", implUpstream, stubWasm)
-		for _, m := range []struct {
-			what string
-			of   func(*configResult) float64
-		}{{"runtime CPU per event", cpuOf}, {"p50 latency", p50Of}} {
+		for _, m := range eventMeasures {
 			add(ratioTarget(fmt.Sprintf("CreateContainer, 1 WASM plugin not in nri-rs's cache (on wazero): %s, nri-rs / upstream", m.what), 1,
 				val(rs, m.of), val(up, m.of), "us", up != nil), limitsWasmLent)
 		}
@@ -207,6 +201,13 @@ func evaluateTargets(r *results) []target {
 	}
 	return out
 }
+
+// eventMeasures are the two figures of an event case that the rows "no
+// worse than upstream" compare.
+var eventMeasures = []struct {
+	what string
+	of   func(*configResult) float64
+}{{"runtime CPU per event", cpuOf}, {"p50 latency", p50Of}}
 
 func val(c *configResult, f func(*configResult) float64) float64 {
 	if c == nil {

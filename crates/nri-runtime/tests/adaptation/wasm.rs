@@ -225,12 +225,21 @@ impl nri_runtime::WasmModule for LentModule {
     }
 }
 
+/// An engine whose modules subscribe to all events.
 fn lent(create: Result<Vec<u8>, nri_runtime::WasmFailure>) -> std::sync::Arc<Lent> {
+    lent_configured(create, Vec::new())
+}
+
+/// An engine whose modules answer Configure with `configure`.
+fn lent_configured(
+    create: Result<Vec<u8>, nri_runtime::WasmFailure>,
+    configure: Vec<u8>,
+) -> std::sync::Arc<Lent> {
     std::sync::Arc::new(Lent {
         loaded: Default::default(),
         create,
         threads: Default::default(),
-        configure: Vec::new(),
+        configure,
     })
 }
 
@@ -370,10 +379,7 @@ async fn a_malformed_request_is_refused_before_a_wasm_plugin_sees_it() {
     // events" would make it): the core then keeps the request encoded.
     let mut configure = nri_api::ConfigureResponse::new();
     configure.events = nri_api::EventMask::of(&[nri_api::Event::CREATE_CONTAINER]).raw();
-    let engine = std::sync::Arc::new(Lent {
-        configure: configure.write_to_bytes().unwrap(),
-        ..std::sync::Arc::into_inner(lent(Ok(annotating("lent")))).unwrap()
-    });
+    let engine = lent_configured(Ok(annotating("lent")), configure.write_to_bytes().unwrap());
     let e = std::sync::Arc::clone(&engine);
     let h = Harness::start_with(move |o| o.wasm_engine(e), RuntimeState::default()).await;
     install(&h.plugin_dir(), "10-wasm", &module(&[], false));
