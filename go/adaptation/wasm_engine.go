@@ -255,9 +255,13 @@ func wasmCall(ctx context.Context, timeout time.Duration, fn wapi.Function, para
 }
 
 // call calls method (a Plugin service method, such as "CreateContainer")
-// with the request's encoding and returns the reply's encoding, or why
-// there is none. One call runs at a time; each waits for the one before.
-func (m *wasmModule) call(method string, request []byte, timeout time.Duration) ([]byte, wasmCallStatus, string) {
+// with the request's encoding and returns what keep made of the reply's
+// encoding, or why there is none. keep is given a view of the module's
+// memory, valid only until it returns: bytes.Clone keeps a copy, and the
+// core's callback copies the view into its reply instead, which spares the
+// Go heap a copy of every reply. One call runs at a time; each waits for
+// the one before.
+func (m *wasmModule) call(method string, request []byte, timeout time.Duration, keep func(view []byte) []byte) ([]byte, wasmCallStatus, string) {
 	fn := m.methods[method]
 	if fn == nil {
 		return nil, wasmDead, fmt.Sprintf("no WASM plugin method %q", method)
@@ -269,7 +273,7 @@ func (m *wasmModule) call(method string, request []byte, timeout time.Duration) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	reply, refused, err := m.exchange(ctx, fn, request)
+	reply, refused, err := m.exchange(ctx, fn, request, keep)
 	switch {
 	case err == nil && refused:
 		return nil, wasmRefused, strings.ToValidUTF8(string(reply), "\uFFFD")
@@ -286,9 +290,9 @@ func (m *wasmModule) call(method string, request []byte, timeout time.Duration) 
 
 // exchange runs one request as upstream's host code does (and abi.rs's
 // Exports::call): the request copied into memory the module allocated and
-// freed after, the reply copied out and then freed. refused says the reply
-// is the handler's error text.
-func (m *wasmModule) exchange(ctx context.Context, fn wapi.Function, request []byte) (reply []byte, refused bool, err error) {
+// freed after, the reply kept (call's keep) and then freed. refused says
+// the reply is the handler's error text, which is always copied.
+func (m *wasmModule) exchange(ctx context.Context, fn wapi.Function, request []byte, keep func([]byte) []byte) (reply []byte, refused bool, err error) {
 	if uint64(len(request)) > math.MaxUint32 {
 		return nil, false, errors.New("request larger than a module's memory")
 	}
@@ -321,7 +325,11 @@ func (m *wasmModule) exchange(ctx context.Context, fn wapi.Function, request []b
 		return nil, false, fmt.Errorf("Memory.Read(%d, %d) out of range of memory size %d", at, n, m.memory.Size())
 	}
 	// The view is the module's memory, which free may reuse.
-	reply = bytes.Clone(view)
+	if refused {
+		reply = bytes.Clone(view)
+	} else {
+		reply = keep(view)
+	}
 	if at != 0 {
 		if _, err := m.free.Call(ctx, uint64(at)); err != nil {
 			return nil, false, err

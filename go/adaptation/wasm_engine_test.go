@@ -7,6 +7,7 @@
 package adaptation
 
 import (
+	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,7 +53,7 @@ func wasmEncode(t *testing.T, m proto.Message) []byte {
 func wasmConfigure(t *testing.T, m *wasmModule, config string) {
 	t.Helper()
 	req := wasmEncode(t, &api.ConfigureRequest{Config: config, RuntimeName: "engine-test", RuntimeVersion: "v1"})
-	reply, status, text := m.call("Configure", req, wasmTestTimeout)
+	reply, status, text := m.call("Configure", req, wasmTestTimeout, bytes.Clone)
 	require.Equal(t, wasmOK, status, text)
 	rsp := &api.ConfigureResponse{}
 	require.NoError(t, proto.Unmarshal(reply, rsp))
@@ -64,7 +65,7 @@ func wasmCreate(m *wasmModule) ([]byte, wasmCallStatus, string) {
 		Pod:       &api.PodSandbox{Id: "pod0", Name: "pod"},
 		Container: &api.Container{Id: "ctr0", PodSandboxId: "pod0", Name: "ctr"},
 	})
-	return m.call("CreateContainer", req, wasmTestTimeout)
+	return m.call("CreateContainer", req, wasmTestTimeout, bytes.Clone)
 }
 
 func TestWasmEngine(t *testing.T) {
@@ -95,11 +96,11 @@ func TestWasmEngine(t *testing.T) {
 		assert.Equal(t, "events=1", rsp.GetAdjust().GetAnnotations()["wasm-test/engine"])
 
 		// An empty request is no pointer at all.
-		reply, status, text = m.call("Shutdown", nil, wasmTestTimeout)
+		reply, status, text = m.call("Shutdown", nil, wasmTestTimeout, bytes.Clone)
 		require.Equal(t, wasmOK, status, text)
 		assert.Empty(t, reply)
 
-		_, status, text = m.call("Bogus", nil, wasmTestTimeout)
+		_, status, text = m.call("Bogus", nil, wasmTestTimeout, bytes.Clone)
 		assert.Equal(t, wasmDead, status)
 		assert.Equal(t, `no WASM plugin method "Bogus"`, text)
 
@@ -128,7 +129,7 @@ func TestWasmEngine(t *testing.T) {
 		assert.GreaterOrEqual(t, took, wasmTestTimeout)
 
 		started = time.Now()
-		_, status, text = m.call("Shutdown", nil, wasmTestTimeout)
+		_, status, text = m.call("Shutdown", nil, wasmTestTimeout, bytes.Clone)
 		assert.Equal(t, wasmDead, status)
 		assert.Equal(t, "interrupted at the call's deadline", text)
 		assert.Less(t, time.Since(started), wasmTestTimeout/10)

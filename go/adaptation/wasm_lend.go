@@ -70,12 +70,16 @@ func nriGoWasmCall(h, module C.uintptr_t, method *C.char, req *C.uint8_t, n C.si
 	}()
 	m := cgo.Handle(module).Value().(*wasmModule)
 	// The request is read in place: the engine copies it into the module's
-	// memory before this callback returns.
-	rsp, st, text := m.call(C.GoString(method), cBytes(req, n), time.Duration(timeoutNs))
+	// memory before this callback returns. The reply is copied from the
+	// module's memory into the core's reply directly.
+	setData := func(view []byte) []byte {
+		p, l := bytesArg(view)
+		C.nri_reply_set_data(reply, p, l)
+		return nil
+	}
+	_, st, text := m.call(C.GoString(method), cBytes(req, n), time.Duration(timeoutNs), setData)
 	switch st {
 	case wasmOK:
-		p, l := bytesArg(rsp)
-		C.nri_reply_set_data(reply, p, l)
 		return C.NRI_WASM_STATUS_OK
 	case wasmRefused:
 		replyError(reply, text)
