@@ -71,7 +71,9 @@ func nriGoWasmCall(h, module C.uintptr_t, method *C.char, req *C.uint8_t, n C.si
 	m := cgo.Handle(module).Value().(*wasmModule)
 	// The request is read in place: the engine copies it into the module's
 	// memory before this callback returns. The reply is copied from the
-	// module's memory into the core's reply directly.
+	// module's memory into the core's reply directly; should the call fail
+	// after that (the module's free traps), the error set below is what
+	// the core reads, not the data.
 	setData := func(view []byte) []byte {
 		p, l := bytesArg(view)
 		C.nri_reply_set_data(reply, p, l)
