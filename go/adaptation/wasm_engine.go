@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"sync"
@@ -103,6 +104,9 @@ type wasmModule struct {
 	malloc  wapi.Function
 	free    wapi.Function
 	methods map[string]wapi.Function
+	// in is memory the module allocated for requests (inCap bytes), kept
+	// from one call to the next (see exchange).
+	in, inCap uint32
 	// dead says why the module can no longer be called, once it cannot.
 	dead string
 }
@@ -289,21 +293,30 @@ func (m *wasmModule) call(method string, request []byte, timeout time.Duration, 
 }
 
 // exchange runs one request as upstream's host code does (and abi.rs's
-// Exports::call): the request copied into memory the module allocated and
-// freed after, the reply kept (call's keep) and then freed. refused says
+// Exports::call): the request copied into memory the module allocated, the
+// handler called, the reply kept (call's keep) and then freed. refused says
 // the reply is the handler's error text, which is always copied.
+//
+// Unlike upstream's host, the request's memory is not freed after each
+// call but kept for the next request that fits (requestBuffer). Each call
+// of malloc or free is a call into the module, which wazero, closing
+// modules on a done context, makes with a goroutine of its own watching
+// that context: the module's malloc and free per request cost two such
+// calls and the Go allocation in the module, for nothing the module can
+// tell apart (the host owns the request's memory until it frees it).
 func (m *wasmModule) exchange(ctx context.Context, fn wapi.Function, request []byte, keep func([]byte) []byte) (reply []byte, refused bool, err error) {
 	if uint64(len(request)) > math.MaxUint32 {
 		return nil, false, errors.New("request larger than a module's memory")
 	}
 	size := uint32(len(request))
-	var ptr uint32
+	var (
+		ptr  uint32
+		kept bool
+	)
 	if size != 0 {
-		res, err := m.malloc.Call(ctx, uint64(size))
-		if err != nil {
+		if ptr, kept, err = m.requestBuffer(ctx, size); err != nil {
 			return nil, false, err
 		}
-		ptr = uint32(res[0])
 		if !m.memory.Write(ptr, request) {
 			return nil, false, fmt.Errorf("Memory.Write(%d, %d) out of range of memory size %d", ptr, size, m.memory.Size())
 		}
@@ -312,7 +325,7 @@ func (m *wasmModule) exchange(ctx context.Context, fn wapi.Function, request []b
 	if err != nil {
 		return nil, false, err
 	}
-	if ptr != 0 {
+	if ptr != 0 && !kept {
 		if _, err := m.free.Call(ctx, uint64(ptr)); err != nil {
 			return nil, false, err
 		}
@@ -336,6 +349,55 @@ func (m *wasmModule) exchange(ctx context.Context, fn wapi.Function, request []b
 		}
 	}
 	return reply, refused, nil
+}
+
+// The least memory a module keeps for requests between calls, and the
+// most: a larger request is given memory of its own, freed after its call.
+// abi.rs keeps the same.
+const (
+	wasmRequestBufferMin = 16 << 10
+	wasmRequestBufferMax = 1 << 20
+)
+
+// requestBuffer returns memory the module allocated for a request of size
+// bytes, and whether it is kept for later requests (else the caller frees
+// it after the call). A request larger than the memory kept replaces it
+// with more: the next power of two, at least wasmRequestBufferMin.
+func (m *wasmModule) requestBuffer(ctx context.Context, size uint32) (ptr uint32, kept bool, err error) {
+	if size <= m.inCap {
+		return m.in, true, nil
+	}
+	if size > wasmRequestBufferMax {
+		return m.mallocOnce(ctx, size)
+	}
+	want := max(uint32(1)<<bits.Len32(size-1), wasmRequestBufferMin)
+	if m.in != 0 {
+		old := m.in
+		m.in, m.inCap = 0, 0
+		if _, err := m.free.Call(ctx, uint64(old)); err != nil {
+			return 0, false, err
+		}
+	}
+	res, err := m.malloc.Call(ctx, uint64(want))
+	if err != nil {
+		return 0, false, err
+	}
+	if res[0] == 0 {
+		// No memory for the buffer (a module's malloc may answer 0): this
+		// request gets what the module can give it, as upstream's would.
+		return m.mallocOnce(ctx, size)
+	}
+	m.in, m.inCap = uint32(res[0]), want
+	return m.in, true, nil
+}
+
+// mallocOnce allocates memory for one request, which is not kept.
+func (m *wasmModule) mallocOnce(ctx context.Context, size uint32) (uint32, bool, error) {
+	res, err := m.malloc.Call(ctx, uint64(size))
+	if err != nil {
+		return 0, false, err
+	}
+	return uint32(res[0]), false, nil
 }
 
 // die marks the module dead and frees what it holds at once: it is never

@@ -8,6 +8,7 @@ package adaptation
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	wapi "github.com/tetratelabs/wazero/api"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -61,11 +63,26 @@ func wasmConfigure(t *testing.T, m *wasmModule, config string) {
 }
 
 func wasmCreate(m *wasmModule) ([]byte, wasmCallStatus, string) {
+	return wasmCreateNamed(m, "ctr")
+}
+
+func wasmCreateNamed(m *wasmModule, name string) ([]byte, wasmCallStatus, string) {
 	req, _ := proto.Marshal(&api.CreateContainerRequest{
 		Pod:       &api.PodSandbox{Id: "pod0", Name: "pod"},
-		Container: &api.Container{Id: "ctr0", PodSandboxId: "pod0", Name: "ctr"},
+		Container: &api.Container{Id: "ctr0", PodSandboxId: "pod0", Name: name},
 	})
 	return m.call("CreateContainer", req, wasmTestTimeout, bytes.Clone)
+}
+
+// countedWasmCalls is a module's function that counts its calls.
+type countedWasmCalls struct {
+	wapi.Function
+	calls *int
+}
+
+func (f countedWasmCalls) Call(ctx context.Context, params ...uint64) ([]uint64, error) {
+	*f.calls++
+	return f.Function.Call(ctx, params...)
 }
 
 func TestWasmEngine(t *testing.T) {
@@ -116,6 +133,40 @@ func TestWasmEngine(t *testing.T) {
 		_, status, text = wasmCreate(m)
 		assert.Equal(t, wasmDead, status)
 		assert.Equal(t, "module closed", text)
+	})
+
+	// The memory the module allocates for requests is kept for those that
+	// fit (exchange), and each arrives whole: the plugin answers with the
+	// container's name in an environment variable.
+	t.Run("requests", func(t *testing.T) {
+		m := load(t, wasmTestMemory)
+		wasmConfigure(t, m, "name=engine quiet=1")
+		var mallocs, frees int
+		m.malloc = countedWasmCalls{m.malloc, &mallocs}
+		m.free = countedWasmCalls{m.free, &frees}
+		// Configure's request left 16 KiB allocated. Every call frees its
+		// reply.
+		for i, step := range []struct{ name, mallocs, frees int }{
+			{10, 0, 1},             // the 16 KiB, kept
+			{10, 0, 2},             // the same memory
+			{20_000, 1, 4},         // replaced by 32 KiB
+			{(1 << 20) + 10, 2, 6}, // over 1 MiB: memory of its own, freed
+			{10, 2, 7},             // the 32 KiB kept
+		} {
+			name := strings.Repeat(string(rune('a'+i)), step.name)
+			reply, status, text := wasmCreateNamed(m, name)
+			require.Equal(t, wasmOK, status, text)
+			rsp := &api.CreateContainerResponse{}
+			require.NoError(t, proto.Unmarshal(reply, rsp))
+			var got string
+			for _, e := range rsp.GetAdjust().GetEnv() {
+				if e.GetKey() == "WASM_TEST_ENGINE" {
+					got = e.GetValue()
+				}
+			}
+			assert.True(t, got == name, "request %d: the plugin saw a name of %d bytes, not %d", i, len(got), len(name))
+			assert.Equal(t, []int{step.mallocs, step.frees}, []int{mallocs, frees}, "request %d", i)
+		}
 	})
 
 	t.Run("loop", func(t *testing.T) {

@@ -49,6 +49,12 @@ pub const METHODS: [(&str, &str); 18] = [
 /// Bit 31 of a result's length: the bytes are an error text.
 const ERROR_BIT: u32 = 1 << 31;
 
+/// The least memory kept for requests between calls (`Exports::call`),
+/// and the most: a larger request gets memory of its own, freed after its
+/// call. go/adaptation's lent engine keeps the same.
+const REQUEST_MEMORY_MIN: u32 = 16 << 10;
+const REQUEST_MEMORY_MAX: u32 = 1 << 20;
+
 /// The most a module's standard output or error line is kept before it is
 /// logged anyway, and the most one write may hand over.
 const LINE_LIMIT: usize = 4096;
@@ -219,6 +225,9 @@ pub(crate) struct Exports {
     malloc: TypedFunc<u32, u32>,
     free: TypedFunc<u32, ()>,
     methods: Vec<TypedFunc<(u32, u32), u64>>,
+    /// Memory the module allocated for requests, kept from one call to
+    /// the next: its address and size (see `call`).
+    requests: Option<(u32, u32)>,
 }
 
 /// Why a module's function could not give a reply.
@@ -281,6 +290,7 @@ impl Exports {
             malloc,
             free,
             methods,
+            requests: None,
         })
     }
 
@@ -290,19 +300,24 @@ impl Exports {
     }
 
     /// Calls method `index` with `request` as upstream's host code does:
-    /// the request copied into memory the module allocated (and freed
-    /// after), the reply copied out and then freed.
+    /// the request copied into memory the module allocated, the reply
+    /// copied out and then freed. Unlike upstream's host, the request's
+    /// memory is kept for the next request that fits (`request_memory`)
+    /// rather than freed after each call: the module's malloc and free are
+    /// work in the module (a Go module allocates, and later collects, a
+    /// buffer the request's size) for nothing it can tell apart, as the
+    /// host owns that memory until it frees it.
     pub(crate) fn call(
-        &self,
+        &mut self,
         store: &mut Store<State>,
         index: usize,
         request: &[u8],
     ) -> Result<Vec<u8>, Failure> {
         let len = u32::try_from(request.len())
             .map_err(|_| wasmtime::Error::msg("request larger than a module's memory"))?;
-        let mut ptr = 0;
+        let (mut ptr, mut kept) = (0, false);
         if len != 0 {
-            ptr = self.malloc.call(&mut *store, len)?;
+            (ptr, kept) = self.request_memory(store, len)?;
             self.memory
                 .write(&mut *store, ptr as usize, request)
                 .map_err(|_| {
@@ -313,7 +328,7 @@ impl Exports {
                 })?;
         }
         let result = self.methods[index].call(&mut *store, (ptr, len));
-        if ptr != 0 && result.is_ok() {
+        if ptr != 0 && !kept && result.is_ok() {
             self.free.call(&mut *store, ptr)?;
         }
         let result = result?;
@@ -338,5 +353,39 @@ impl Exports {
             ));
         }
         Ok(reply)
+    }
+
+    /// Memory the module allocated for a request of `len` bytes, and
+    /// whether it is kept for later requests (else the caller frees it
+    /// after the call). A request larger than the memory kept replaces it
+    /// with more: the next power of two, at least [`REQUEST_MEMORY_MIN`].
+    /// One larger than [`REQUEST_MEMORY_MAX`] gets memory of its own.
+    fn request_memory(
+        &mut self,
+        store: &mut Store<State>,
+        len: u32,
+    ) -> Result<(u32, bool), Failure> {
+        if let Some((at, size)) = self.requests {
+            if len <= size {
+                return Ok((at, true));
+            }
+        }
+        if len > REQUEST_MEMORY_MAX {
+            return Ok((self.malloc.call(&mut *store, len)?, false));
+        }
+        let want = len.next_power_of_two().max(REQUEST_MEMORY_MIN);
+        if let Some((at, _)) = self.requests.take() {
+            self.free.call(&mut *store, at)?;
+        }
+        match self.malloc.call(&mut *store, want)? {
+            // A module's malloc may answer 0 when it has no memory: this
+            // request then gets what the module can give it, as upstream's
+            // host would ask for.
+            0 => Ok((self.malloc.call(&mut *store, len)?, false)),
+            at => {
+                self.requests = Some((at, want));
+                Ok((at, true))
+            }
+        }
     }
 }

@@ -8,8 +8,14 @@ use super::*;
 
 /// A plugin module whose `plugin_create_container` body is `create`; the
 /// other methods reply with nothing. `malloc` hands out memory from a bump
-/// pointer; `free` does nothing. `extra` adds fields to the module.
+/// pointer; `free` does nothing. Both count their calls (`$mallocs`,
+/// `$frees`). `extra` adds fields to the module.
 fn module(create: &str, extra: &str) -> Vec<u8> {
+    module_of(1, create, extra)
+}
+
+/// [`module`] with `pages` of memory.
+fn module_of(pages: u32, create: &str, extra: &str) -> Vec<u8> {
     let mut methods = String::new();
     for (_, export) in METHODS {
         if export != "plugin_create_container" {
@@ -22,14 +28,18 @@ fn module(create: &str, extra: &str) -> Vec<u8> {
         r#"(module
             (import "env" "log" (func $log (param i32 i32) (result i64)))
             (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
-            (memory (export "memory") 1)
+            (memory (export "memory") {pages})
             (global $next (mut i32) (i32.const 1024))
+            (global $mallocs (mut i32) (i32.const 0))
+            (global $frees (mut i32) (i32.const 0))
             (func (export "malloc") (param $n i32) (result i32)
                 (local $p i32)
+                (global.set $mallocs (i32.add (global.get $mallocs) (i32.const 1)))
                 (local.set $p (global.get $next))
                 (global.set $next (i32.add (global.get $next) (local.get $n)))
                 (local.get $p))
-            (func (export "free") (param i32))
+            (func (export "free") (param i32)
+                (global.set $frees (i32.add (global.get $frees) (i32.const 1))))
             (func (export "plugin_api_version") (result i64) (i64.const 1))
             (func (export "plugin_create_container") (param $ptr i32) (param $len i32) (result i64)
                 {create})
@@ -66,6 +76,51 @@ fn a_call_hands_the_request_over_and_the_reply_back() {
         p.call("NoSuchMethod", b"", SECOND),
         Err(CallError::UnknownMethod(_))
     ));
+}
+
+#[test]
+fn requests_of_any_size_arrive_whole() {
+    // 4 MiB: the bump allocator never frees, and the memory kept for
+    // requests grows to 32 KiB, besides the one of 2 MiB that is not kept.
+    let p = load(&module_of(64, ECHO, "")).unwrap();
+    for (i, len) in [5, 20_000, 5, 40_000, 2 << 20, 5, 20_000]
+        .into_iter()
+        .enumerate()
+    {
+        let request: Vec<u8> = (0..len).map(|j| (i + j) as u8).collect();
+        let reply = p.call("CreateContainer", &request, SECOND).unwrap();
+        assert!(
+            reply == request,
+            "request {i} of {len} bytes came back otherwise"
+        );
+    }
+}
+
+#[test]
+fn request_memory_is_kept_for_the_requests_that_fit() {
+    // Each call answers with the module's counts of malloc and free calls
+    // so far, two i32s at address 0 (which is not freed).
+    let counts = "(i32.store (i32.const 0) (global.get $mallocs)) \
+                  (i32.store (i32.const 4) (global.get $frees)) \
+                  (i64.const 8)";
+    let p = load(&module_of(64, counts, "")).unwrap();
+    let steps = [
+        (100, (1, 0)),     // 16 KiB allocated, and kept
+        (100, (1, 0)),     // the same memory
+        (20_000, (2, 1)),  // replaced by 32 KiB
+        (2 << 20, (3, 1)), // over 1 MiB: memory of its own...
+        (10, (3, 2)),      // ...freed after its call; the 32 KiB kept
+        (0, (3, 2)),       // an empty request is no memory at all
+    ];
+    for (len, (mallocs, frees)) in steps {
+        let reply = p.call("CreateContainer", &vec![7; len], SECOND).unwrap();
+        let count = |at: usize| u32::from_le_bytes(reply[at..at + 4].try_into().unwrap());
+        assert_eq!(
+            (count(0), count(4)),
+            (mallocs, frees),
+            "request of {len} bytes"
+        );
+    }
 }
 
 #[test]
