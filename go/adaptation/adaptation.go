@@ -514,54 +514,8 @@ func coreThreads() int {
 	return int(C.nri_core_threads())
 }
 
-type cEvent func(a *C.nri_adaptation, req *C.uint8_t, n C.size_t, cerr **C.nri_error) C.nri_status
-type cEventWithResponse func(a *C.nri_adaptation, req *C.uint8_t, n C.size_t, rsp *C.nri_buffer, cerr **C.nri_error) C.nri_status
-
-// The core's event functions, as Go values.
-var (
-	cRunPodSandbox cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
-		return C.nri_adaptation_run_pod_sandbox(a, p, n, e)
-	}
-	cPostUpdatePodSandbox cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
-		return C.nri_adaptation_post_update_pod_sandbox(a, p, n, e)
-	}
-	cStopPodSandbox cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
-		return C.nri_adaptation_stop_pod_sandbox(a, p, n, e)
-	}
-	cRemovePodSandbox cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
-		return C.nri_adaptation_remove_pod_sandbox(a, p, n, e)
-	}
-	cPostCreateContainer cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
-		return C.nri_adaptation_post_create_container(a, p, n, e)
-	}
-	cStartContainer cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
-		return C.nri_adaptation_start_container(a, p, n, e)
-	}
-	cPostStartContainer cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
-		return C.nri_adaptation_post_start_container(a, p, n, e)
-	}
-	cPostUpdateContainer cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
-		return C.nri_adaptation_post_update_container(a, p, n, e)
-	}
-	cRemoveContainer cEvent = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, e **C.nri_error) C.nri_status {
-		return C.nri_adaptation_remove_container(a, p, n, e)
-	}
-	cUpdatePodSandbox cEventWithResponse = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, b *C.nri_buffer, e **C.nri_error) C.nri_status {
-		return C.nri_adaptation_update_pod_sandbox(a, p, n, b, e)
-	}
-	cCreateContainer cEventWithResponse = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, b *C.nri_buffer, e **C.nri_error) C.nri_status {
-		return C.nri_adaptation_create_container(a, p, n, b, e)
-	}
-	cUpdateContainer cEventWithResponse = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, b *C.nri_buffer, e **C.nri_error) C.nri_status {
-		return C.nri_adaptation_update_container(a, p, n, b, e)
-	}
-	cStopContainer cEventWithResponse = func(a *C.nri_adaptation, p *C.uint8_t, n C.size_t, b *C.nri_buffer, e **C.nri_error) C.nri_status {
-		return C.nri_adaptation_stop_container(a, p, n, b, e)
-	}
-)
-
 // event relays req through the core, unless no plugin wants event ev.
-func (r *Adaptation) event(ctx context.Context, ev api.Event, req proto.Message, call cEvent) error {
+func (r *Adaptation) event(ctx context.Context, ev api.Event, req proto.Message) error {
 	if r.skips(ev) {
 		return nil
 	}
@@ -570,51 +524,47 @@ func (r *Adaptation) event(ctx context.Context, ev api.Event, req proto.Message,
 	if err != nil {
 		return err
 	}
-	if ctx.Done() != nil {
-		return r.relayCancelable(ctx, ev, *bp, nil)
-	}
-	return r.relay(*bp, call)
-}
-
-// relay hands an encoded request to the core.
-func (r *Adaptation) relay(data []byte, call cEvent) error {
-	p, n := bytesArg(data)
-	var cerr *C.nri_error
-	raceIOSync()
-	err := takeError(call(r.core, p, n, &cerr), cerr)
-	raceIOSync()
-	runtime.KeepAlive(data)
-	runtime.KeepAlive(r)
-	return err
+	return r.relay(ctx, ev, *bp, nil)
 }
 
 // eventWithResponse relays req through the core and decodes its response
 // into rsp; if no plugin wants event ev, rsp is the core's answer to an
 // event no plugin saw.
-func (r *Adaptation) eventWithResponse(ctx context.Context, ev api.Event, req, rsp proto.Message, call cEventWithResponse) error {
+func (r *Adaptation) eventWithResponse(ctx context.Context, ev api.Event, req, rsp proto.Message) error {
 	if r.skips(ev) {
 		answerSkipped(rsp)
 		return nil
 	}
-	if ctx.Done() == nil {
-		return r.coreEventWithResponse(req, rsp, call)
-	}
+	return r.relayMessage(ctx, ev, req, rsp)
+}
+
+// relayMessage relays req through the core, whoever wants it, and decodes
+// the response into rsp.
+func (r *Adaptation) relayMessage(ctx context.Context, ev api.Event, req, rsp proto.Message) error {
 	bp, err := marshal(req)
 	defer releaseBuffer(bp)
 	if err != nil {
 		return err
 	}
+	return r.relayBytes(ctx, ev, *bp, rsp)
+}
+
+// relayBytes hands encoded request bytes to the core and decodes the
+// response into rsp.
+func (r *Adaptation) relayBytes(ctx context.Context, ev api.Event, data []byte, rsp proto.Message) error {
 	var buf C.nri_buffer
-	if err := r.relayCancelable(ctx, ev, *bp, &buf); err != nil {
+	if err := r.relay(ctx, ev, data, &buf); err != nil {
 		return err
 	}
 	return takeMessage(&buf, rsp)
 }
 
-// relayCancelable hands an encoded request to the core as relay does, and
-// gives the event up when ctx ends first, as upstream does with the
-// runtime's context: the error is then ctx's own, and no plugin is blamed.
-// rsp is nil for events without a response.
+// relay hands an encoded request to the core's one entry point for
+// events; rsp is nil for events without a response. A context that can
+// end gives the event up when it ends first, as upstream does with the
+// runtime's context: the error is then ctx's own, and no plugin is
+// blamed. A context that cannot end (context.Background) takes the same
+// path without a cancellation.
 //
 // The trigger is registered with context.AfterFunc rather than run by a
 // goroutine started for each event. Such a goroutine is runnable on the
@@ -623,7 +573,10 @@ func (r *Adaptation) eventWithResponse(ctx context.Context, ev api.Event, req, r
 // CPU per one-plugin event (PERFORMANCE.md). AfterFunc starts nothing for
 // the standard library's contexts, what a CRI request's context is, until
 // ctx ends.
-func (r *Adaptation) relayCancelable(ctx context.Context, ev api.Event, data []byte, rsp *C.nri_buffer) error {
+func (r *Adaptation) relay(ctx context.Context, ev api.Event, data []byte, rsp *C.nri_buffer) error {
+	if ctx.Done() == nil {
+		return r.callEvent(ev, nil, data, rsp)
+	}
 	var (
 		cancel *C.nri_cancel
 		cerr   *C.nri_error
@@ -640,16 +593,11 @@ func (r *Adaptation) relayCancelable(ctx context.Context, ev api.Event, data []b
 		}
 		C.nri_cancel_trigger(cancel, reason)
 	})
-	p, n := bytesArg(data)
-	raceIOSync()
-	err := takeError(C.nri_adaptation_event(r.core, C.int32_t(ev), cancel, p, n, rsp, &cerr), cerr)
-	raceIOSync()
+	err := r.callEvent(ev, cancel, data, rsp)
 	if !stop() {
 		<-triggered // nri_cancel_free must not race with the trigger
 	}
 	C.nri_cancel_free(cancel)
-	runtime.KeepAlive(data)
-	runtime.KeepAlive(r)
 	var e *nriError
 	if errors.As(err, &e) && e.status == C.NRI_STATUS_CANCELED && ctx.Err() != nil {
 		return ctx.Err()
@@ -657,46 +605,29 @@ func (r *Adaptation) relayCancelable(ctx context.Context, ev api.Event, data []b
 	return err
 }
 
-// coreEventWithResponse relays req through the core and decodes its
-// response into rsp.
-func (r *Adaptation) coreEventWithResponse(req, rsp proto.Message, call cEventWithResponse) error {
-	bp, err := marshal(req)
-	defer releaseBuffer(bp)
-	if err != nil {
-		return err
-	}
-	return r.relayWithResponse(*bp, rsp, call)
-}
-
-// relayWithResponse hands an encoded request to the core and decodes the
-// encoded response into rsp.
-func (r *Adaptation) relayWithResponse(data []byte, rsp proto.Message, call cEventWithResponse) error {
+// callEvent is the one call of nri_adaptation_event; cancel is nil for an
+// event that cannot be given up.
+func (r *Adaptation) callEvent(ev api.Event, cancel *C.nri_cancel, data []byte, rsp *C.nri_buffer) error {
 	p, n := bytesArg(data)
-	var (
-		buf  C.nri_buffer
-		cerr *C.nri_error
-	)
+	var cerr *C.nri_error
 	raceIOSync()
-	err := takeError(call(r.core, p, n, &buf, &cerr), cerr)
+	err := takeError(C.nri_adaptation_event(r.core, C.int32_t(ev), cancel, p, n, rsp, &cerr), cerr)
 	raceIOSync()
 	runtime.KeepAlive(data)
 	runtime.KeepAlive(r)
-	if err != nil {
-		return err
-	}
-	return takeMessage(&buf, rsp)
+	return err
 }
 
 // RunPodSandbox tells the subscribed plugins that a pod sandbox is being started.
 func (r *Adaptation) RunPodSandbox(ctx context.Context, req *RunPodSandboxRequest) error {
-	return r.event(ctx, api.Event_RUN_POD_SANDBOX, req, cRunPodSandbox)
+	return r.event(ctx, api.Event_RUN_POD_SANDBOX, req)
 }
 
 // UpdatePodSandbox tells the subscribed plugins about a pod sandbox's new
 // resources; the response it returns has no fields.
 func (r *Adaptation) UpdatePodSandbox(ctx context.Context, req *UpdatePodSandboxRequest) (*UpdatePodSandboxResponse, error) {
 	rsp := &UpdatePodSandboxResponse{}
-	err := r.eventWithResponse(ctx, api.Event_UPDATE_POD_SANDBOX, req, rsp, cUpdatePodSandbox)
+	err := r.eventWithResponse(ctx, api.Event_UPDATE_POD_SANDBOX, req, rsp)
 	if err != nil {
 		return nil, err
 	}
@@ -705,17 +636,17 @@ func (r *Adaptation) UpdatePodSandbox(ctx context.Context, req *UpdatePodSandbox
 
 // PostUpdatePodSandbox tells the subscribed plugins that a pod sandbox was updated.
 func (r *Adaptation) PostUpdatePodSandbox(ctx context.Context, req *PostUpdatePodSandboxRequest) error {
-	return r.event(ctx, api.Event_POST_UPDATE_POD_SANDBOX, req, cPostUpdatePodSandbox)
+	return r.event(ctx, api.Event_POST_UPDATE_POD_SANDBOX, req)
 }
 
 // StopPodSandbox tells the subscribed plugins that a pod sandbox is stopping.
 func (r *Adaptation) StopPodSandbox(ctx context.Context, req *StopPodSandboxRequest) error {
-	return r.event(ctx, api.Event_STOP_POD_SANDBOX, req, cStopPodSandbox)
+	return r.event(ctx, api.Event_STOP_POD_SANDBOX, req)
 }
 
 // RemovePodSandbox tells the subscribed plugins that a pod sandbox is being removed.
 func (r *Adaptation) RemovePodSandbox(ctx context.Context, req *RemovePodSandboxRequest) error {
-	return r.event(ctx, api.Event_REMOVE_POD_SANDBOX, req, cRemovePodSandbox)
+	return r.event(ctx, api.Event_REMOVE_POD_SANDBOX, req)
 }
 
 // CreateContainer asks the subscribed plugins for their changes to a container
@@ -724,7 +655,7 @@ func (r *Adaptation) RemovePodSandbox(ctx context.Context, req *RemovePodSandbox
 func (r *Adaptation) CreateContainer(ctx context.Context, req *CreateContainerRequest) (*CreateContainerResponse, error) {
 	defer fillContainer(req.GetContainer())()
 	rsp := &CreateContainerResponse{}
-	err := r.eventWithResponse(ctx, api.Event_CREATE_CONTAINER, req, rsp, cCreateContainer)
+	err := r.eventWithResponse(ctx, api.Event_CREATE_CONTAINER, req, rsp)
 	if err != nil {
 		return nil, err
 	}
@@ -783,24 +714,24 @@ func fillContainer(c *api.Container) (restore func()) {
 
 // PostCreateContainer tells the subscribed plugins that a container was created.
 func (r *Adaptation) PostCreateContainer(ctx context.Context, req *PostCreateContainerRequest) error {
-	return r.event(ctx, api.Event_POST_CREATE_CONTAINER, req, cPostCreateContainer)
+	return r.event(ctx, api.Event_POST_CREATE_CONTAINER, req)
 }
 
 // StartContainer tells the subscribed plugins that a container is starting.
 func (r *Adaptation) StartContainer(ctx context.Context, req *StartContainerRequest) error {
-	return r.event(ctx, api.Event_START_CONTAINER, req, cStartContainer)
+	return r.event(ctx, api.Event_START_CONTAINER, req)
 }
 
 // PostStartContainer tells the subscribed plugins that a container has started.
 func (r *Adaptation) PostStartContainer(ctx context.Context, req *PostStartContainerRequest) error {
-	return r.event(ctx, api.Event_POST_START_CONTAINER, req, cPostStartContainer)
+	return r.event(ctx, api.Event_POST_START_CONTAINER, req)
 }
 
 // UpdateContainer passes a container's resource update to the subscribed
 // plugins and returns the updates they ask for.
 func (r *Adaptation) UpdateContainer(ctx context.Context, req *UpdateContainerRequest) (*UpdateContainerResponse, error) {
 	rsp := &UpdateContainerResponse{}
-	err := r.eventWithResponse(ctx, api.Event_UPDATE_CONTAINER, req, rsp, cUpdateContainer)
+	err := r.eventWithResponse(ctx, api.Event_UPDATE_CONTAINER, req, rsp)
 	if err != nil {
 		return nil, err
 	}
@@ -809,14 +740,14 @@ func (r *Adaptation) UpdateContainer(ctx context.Context, req *UpdateContainerRe
 
 // PostUpdateContainer tells the subscribed plugins that a container was updated.
 func (r *Adaptation) PostUpdateContainer(ctx context.Context, req *PostUpdateContainerRequest) error {
-	return r.event(ctx, api.Event_POST_UPDATE_CONTAINER, req, cPostUpdateContainer)
+	return r.event(ctx, api.Event_POST_UPDATE_CONTAINER, req)
 }
 
 // StopContainer tells the subscribed plugins that a container is stopping and
 // returns the updates of other containers they ask for.
 func (r *Adaptation) StopContainer(ctx context.Context, req *StopContainerRequest) (*StopContainerResponse, error) {
 	rsp := &StopContainerResponse{}
-	err := r.eventWithResponse(ctx, api.Event_STOP_CONTAINER, req, rsp, cStopContainer)
+	err := r.eventWithResponse(ctx, api.Event_STOP_CONTAINER, req, rsp)
 	if err != nil {
 		return nil, err
 	}
@@ -825,7 +756,7 @@ func (r *Adaptation) StopContainer(ctx context.Context, req *StopContainerReques
 
 // RemoveContainer tells the subscribed plugins that a container is being removed.
 func (r *Adaptation) RemoveContainer(ctx context.Context, req *RemoveContainerRequest) error {
-	return r.event(ctx, api.Event_REMOVE_CONTAINER, req, cRemoveContainer)
+	return r.event(ctx, api.Event_REMOVE_CONTAINER, req)
 }
 
 // PluginSyncBlock holds plugin synchronization off until it is unblocked.

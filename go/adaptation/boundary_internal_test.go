@@ -32,14 +32,14 @@ func startBoundary(t *testing.T) *Adaptation {
 func TestGarbageBytesAreRefused(t *testing.T) {
 	r := startBoundary(t)
 
-	err := r.relayWithResponse([]byte{0xff, 0xff, 0xff, 0xff}, &CreateContainerResponse{}, cCreateContainer)
+	err := r.relayBytes(context.Background(), api.Event_CREATE_CONTAINER, []byte{0xff, 0xff, 0xff, 0xff}, &CreateContainerResponse{})
 	if err == nil || !strings.HasPrefix(err.Error(), "invalid CreateContainerRequest") {
 		t.Fatalf("garbage request: got %v", err)
 	}
 	if e, ok := err.(*nriError); !ok || e.status != 2 {
 		t.Fatalf("garbage request: want status 2 (invalid message), got %#v", err)
 	}
-	if err := r.relay([]byte{0x0a, 0x05, 0x01}, cStartContainer); err == nil {
+	if err := r.relay(context.Background(), api.Event_START_CONTAINER, []byte{0x0a, 0x05, 0x01}, nil); err == nil {
 		t.Fatal("truncated request accepted")
 	}
 
@@ -145,7 +145,7 @@ func TestNonUTF8StringsAreRefusedByTheCore(t *testing.T) {
 		Pod:       &api.PodSandbox{Id: "pod0", Labels: map[string]string{"app": "\xc3\x28"}},
 		Container: &api.Container{Id: "ctr0", PodSandboxId: "pod0"},
 	}
-	err := r.coreEventWithResponse(req, &CreateContainerResponse{}, cCreateContainer)
+	err := r.relayMessage(context.Background(), api.Event_CREATE_CONTAINER, req, &CreateContainerResponse{})
 	if err == nil || !strings.HasPrefix(err.Error(), "invalid CreateContainerRequest") {
 		t.Fatalf("request with a label that is not UTF-8: got %v", err)
 	}
@@ -153,7 +153,7 @@ func TestNonUTF8StringsAreRefusedByTheCore(t *testing.T) {
 		t.Fatalf("want status 2 (invalid message), got %#v", err)
 	}
 	req.Pod.Labels["app"] = "web"
-	if err := r.coreEventWithResponse(req, &CreateContainerResponse{}, cCreateContainer); err != nil {
+	if err := r.relayMessage(context.Background(), api.Event_CREATE_CONTAINER, req, &CreateContainerResponse{}); err != nil {
 		t.Fatalf("adaptation unusable after a request that is not UTF-8: %v", err)
 	}
 }

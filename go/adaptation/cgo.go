@@ -20,7 +20,6 @@ import "C"
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"unsafe"
 
@@ -31,10 +30,12 @@ import (
 )
 
 // nriError is an error reported by the Rust core: its status and message,
-// and the error upstream's would wrap, if there is one (see causeOf).
+// the plugin at fault, and the error upstream's would wrap, if there is
+// one (see takeError).
 type nriError struct {
 	status C.nri_status
 	msg    string
+	plugin string
 	cause  error
 }
 
@@ -43,80 +44,57 @@ func (e *nriError) Error() string { return e.msg }
 // Unwrap gives errors.Is and errors.As the error upstream's wraps.
 func (e *nriError) Unwrap() error { return e.cause }
 
-// newError is the Go error of a failure the core reported. When the whole
-// failure is a plugin call's (a plugin failed an event with a status), it
-// is that call's error, as upstream returns it.
-func newError(status C.nri_status, msg string) error {
-	cause := causeOf(status, msg)
-	if cause != nil && cause.Error() == msg {
+// coreError is what the core's error object says, read out of it: the
+// fields Go's error is built from. The message is only shown, never read:
+// rewording it in the core changes no answer errors.Is or status.Code
+// gives.
+type coreError struct {
+	status       C.nri_status
+	msg          string
+	plugin       string
+	cause        C.nri_cause
+	code         int32
+	causeMessage string
+	isCallError  bool
+}
+
+// readError copies what the core's error object says.
+func readError(cerr *C.nri_error) coreError {
+	return coreError{
+		status:       C.nri_error_status(cerr),
+		msg:          C.GoString(C.nri_error_message(cerr)),
+		plugin:       C.GoString(C.nri_error_plugin(cerr)),
+		cause:        C.nri_error_cause(cerr),
+		code:         int32(C.nri_error_code(cerr)),
+		causeMessage: C.GoString(C.nri_error_cause_message(cerr)),
+		isCallError:  bool(C.nri_error_is_call_error(cerr)),
+	}
+}
+
+// goError is the Go error of a failure the core reported. A plugin call's
+// error is upstream's error value for it: context.DeadlineExceeded for a
+// plugin that timed out, ttrpc.ErrClosed for a lost connection, the
+// status a plugin failed with. When the failure is that call's error
+// itself (a plugin failed an event), it is returned as is, as upstream
+// does; otherwise it is wrapped (since v0.12.4 upstream wraps the call of
+// a validator that failed, and of a plugin whose failure policy fails the
+// request), so errors.Is and status.FromError find it. A rejection by a
+// validator wraps nothing, as upstream's does not.
+func goError(e coreError) error {
+	var cause error
+	switch e.cause {
+	case C.NRI_CAUSE_DEADLINE_EXCEEDED:
+		cause = context.DeadlineExceeded
+	case C.NRI_CAUSE_CLOSED:
+		cause = ttrpc.ErrClosed
+	case C.NRI_CAUSE_STATUS:
+		cause = grpcstatus.Error(codes.Code(e.code), e.causeMessage)
+	}
+	if cause != nil && e.isCallError {
 		return cause
 	}
-	return &nriError{status: status, msg: msg, cause: cause}
+	return &nriError{status: e.status, msg: e.msg, plugin: e.plugin, cause: cause}
 }
-
-// causeOf finds, in what the core reports, the error of a plugin call that
-// upstream's error values carry: since v0.12.4 a validator's failure wraps
-// the error of its ttrpc call (`validator plugin %s failed: %w`), so
-// errors.Is(err, context.DeadlineExceeded) holds for a validator that timed
-// out, and status.FromError finds the status a validator failed with. An
-// error a plugin fails an event with is that call's status error itself.
-// The core's texts are Go's (context.DeadlineExceeded's text, and a status
-// as `rpc error: code = C desc = M`), so the cause is rebuilt from them.
-// A rejection by a validator wraps nothing, as upstream's does not.
-func causeOf(status C.nri_status, msg string) error {
-	switch status {
-	case C.NRI_STATUS_REJECTED:
-		rest, ok := strings.CutPrefix(msg, "validator plugin ")
-		if !ok {
-			return nil
-		}
-		if _, reason, ok := strings.Cut(rest, " failed: "); ok {
-			return callError(reason)
-		}
-	case C.NRI_STATUS_PLUGIN_FAILED:
-		// A plugin whose failure policy fails the request (v0.12.4):
-		// `plugin %s failed to handle %s request: %w`.
-		if rest, ok := strings.CutPrefix(msg, "plugin "); ok {
-			if _, reason, ok := strings.Cut(rest, " request: "); ok && strings.Contains(rest, " failed to handle ") {
-				return callError(reason)
-			}
-		}
-		return callError(msg)
-	}
-	return nil
-}
-
-// callError is the Go error of a plugin call the core reported as text.
-func callError(text string) error {
-	switch text {
-	case context.DeadlineExceeded.Error():
-		return context.DeadlineExceeded
-	case ttrpc.ErrClosed.Error():
-		return ttrpc.ErrClosed
-	}
-	rest, ok := strings.CutPrefix(text, "rpc error: code = ")
-	if !ok {
-		return nil
-	}
-	name, desc, ok := strings.Cut(rest, " desc = ")
-	if !ok {
-		return nil
-	}
-	code, ok := codeByName[name]
-	if !ok {
-		return nil
-	}
-	return grpcstatus.Error(code, desc)
-}
-
-// codeByName maps codes.Code.String() back to the code.
-var codeByName = func() map[string]codes.Code {
-	m := map[string]codes.Code{}
-	for c := codes.OK; c <= codes.Unauthenticated; c++ {
-		m[c.String()] = c
-	}
-	return m
-}()
 
 // takeError turns a status and the core's error object into a Go error,
 // releasing the object.
@@ -125,10 +103,10 @@ func takeError(status C.nri_status, cerr *C.nri_error) error {
 		return nil
 	}
 	if cerr == nil {
-		return newError(status, C.GoString(C.nri_status_name(C.uint32_t(status))))
+		return &nriError{status: status, msg: C.GoString(C.nri_status_name(C.uint32_t(status)))}
 	}
 	defer C.nri_error_free(cerr)
-	return newError(C.nri_error_status(cerr), C.GoString(C.nri_error_message(cerr)))
+	return goError(readError(cerr))
 }
 
 // bytesArg is the pointer C gets for a Go byte slice lent for one call.

@@ -44,15 +44,15 @@ func TestSkippedEventsAnswerAsTheCoreDoes(t *testing.T) {
 	pod := &PodSandbox{Id: "pod0"}
 	ctr := &Container{Id: "ctr0", PodSandboxId: "pod0"}
 	for name, c := range map[string]struct {
+		ev                 api.Event
 		req, core, skipped proto.Message
-		call               cEventWithResponse
 	}{
-		"UpdatePodSandbox": {&UpdatePodSandboxRequest{Pod: pod}, &UpdatePodSandboxResponse{}, &UpdatePodSandboxResponse{}, cUpdatePodSandbox},
-		"CreateContainer":  {skipCreateReq(), &CreateContainerResponse{}, &CreateContainerResponse{}, cCreateContainer},
-		"UpdateContainer":  {&UpdateContainerRequest{Pod: pod, Container: ctr}, &UpdateContainerResponse{}, &UpdateContainerResponse{}, cUpdateContainer},
-		"StopContainer":    {&StopContainerRequest{Pod: pod, Container: ctr}, &StopContainerResponse{}, &StopContainerResponse{}, cStopContainer},
+		"UpdatePodSandbox": {api.Event_UPDATE_POD_SANDBOX, &UpdatePodSandboxRequest{Pod: pod}, &UpdatePodSandboxResponse{}, &UpdatePodSandboxResponse{}},
+		"CreateContainer":  {api.Event_CREATE_CONTAINER, skipCreateReq(), &CreateContainerResponse{}, &CreateContainerResponse{}},
+		"UpdateContainer":  {api.Event_UPDATE_CONTAINER, &UpdateContainerRequest{Pod: pod, Container: ctr}, &UpdateContainerResponse{}, &UpdateContainerResponse{}},
+		"StopContainer":    {api.Event_STOP_CONTAINER, &StopContainerRequest{Pod: pod, Container: ctr}, &StopContainerResponse{}, &StopContainerResponse{}},
 	} {
-		require.NoError(t, r.coreEventWithResponse(c.req, c.core, c.call), name)
+		require.NoError(t, r.relayMessage(context.Background(), c.ev, c.req, c.core), name)
 		answerSkipped(c.skipped)
 		assert.True(t, proto.Equal(c.core, c.skipped), "%s: the core answers %v, skipping answers %v", name, c.core, c.skipped)
 	}

@@ -122,6 +122,22 @@ static void request_timeout_fails_slow_plugins(void **state)
     msg_pod_request(&req, "pod0");
     assert_fails(nri_adaptation_run_pod_sandbox(f->a, req.data, req.len, &err), &err,
                  NRI_STATUS_PLUGIN_FAILED, "context deadline exceeded");
+    /* What the error carries of the call, as fields: a runtime tests
+     * these, not the message. */
+    assert_int_equal(nri_adaptation_event(f->a, NRI_EVENT_RUN_POD_SANDBOX, NULL, req.data, req.len,
+                                          NULL, &err),
+                     NRI_STATUS_PLUGIN_FAILED);
+    assert_int_equal(nri_error_cause(err), NRI_CAUSE_DEADLINE_EXCEEDED);
+    assert_true(nri_error_is_call_error(err));
+    assert_string_equal(nri_error_plugin(err), "10-slow");
+    assert_int_equal(nri_error_code(err), -1);
+    assert_string_equal(nri_error_cause_message(err), "");
+    nri_error_free(err);
+    err = NULL;
+    /* NULL says nothing. */
+    assert_int_equal(nri_error_cause(NULL), NRI_CAUSE_NONE);
+    assert_false(nri_error_is_call_error(NULL));
+    assert_string_equal(nri_error_plugin(NULL), "");
     pb_free(&req);
 }
 

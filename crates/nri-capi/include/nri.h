@@ -50,6 +50,17 @@
 #define NRI_RS_VERSION_PATCH 0
 #define NRI_RS_VERSION "0.1.0"
 
+/* Marks what the ABI keeps only for programs built against older headers;
+ * define NRI_DEPRECATED(note) as empty before including this header to
+ * silence the warnings. */
+#ifndef NRI_DEPRECATED
+#if defined(__GNUC__) || defined(__clang__)
+#define NRI_DEPRECATED(note) __attribute__((deprecated(note)))
+#else
+#define NRI_DEPRECATED(note)
+#endif
+#endif
+
 /**
  * The result of every fallible call. Numbers are stable and never reused.
  */
@@ -152,6 +163,42 @@ enum nri_cancel_reason
 typedef enum nri_cancel_reason nri_cancel_reason;
 #else
 typedef uint32_t nri_cancel_reason;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * What a failure carries of a plugin's call, read with `nri_error_cause`:
+ * the error a Go runtime tests for (with `errors.Is` or
+ * `status.FromError`) when upstream's error wraps or is that call's.
+ */
+enum nri_cause
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * No plugin call: the failure is the library's or the caller's.
+   */
+  NRI_CAUSE_NONE = 0,
+  /**
+   * The plugin answered with a status: `nri_error_code` and
+   * `nri_error_cause_message` give it.
+   */
+  NRI_CAUSE_STATUS = 1,
+  /**
+   * The plugin did not answer in time (Go's `context.DeadlineExceeded`).
+   */
+  NRI_CAUSE_DEADLINE_EXCEEDED = 2,
+  /**
+   * The connection to the plugin was lost (Go's `ttrpc.ErrClosed`).
+   */
+  NRI_CAUSE_CLOSED = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum nri_cause nri_cause;
+#else
+typedef uint32_t nri_cause;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
@@ -270,6 +317,37 @@ typedef uint32_t nri_wasm_status;
 #endif // __cplusplus
 
 /**
+ * The NRI events `nri_adaptation_event` relays, by their protocol numbers
+ * (the `Event` enum of nri.proto), for C callers to name them.
+ */
+enum nri_event
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  NRI_EVENT_RUN_POD_SANDBOX = 1,
+  NRI_EVENT_STOP_POD_SANDBOX = 2,
+  NRI_EVENT_REMOVE_POD_SANDBOX = 3,
+  NRI_EVENT_CREATE_CONTAINER = 4,
+  NRI_EVENT_POST_CREATE_CONTAINER = 5,
+  NRI_EVENT_START_CONTAINER = 6,
+  NRI_EVENT_POST_START_CONTAINER = 7,
+  NRI_EVENT_UPDATE_CONTAINER = 8,
+  NRI_EVENT_POST_UPDATE_CONTAINER = 9,
+  NRI_EVENT_STOP_CONTAINER = 10,
+  NRI_EVENT_REMOVE_CONTAINER = 11,
+  NRI_EVENT_UPDATE_POD_SANDBOX = 13,
+  NRI_EVENT_POST_UPDATE_POD_SANDBOX = 14,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum nri_event nri_event;
+#else
+typedef int32_t nri_event;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * An NRI runtime adaptation (Rust type: `Box<nri_adaptation>` around
  * `nri_runtime::Adaptation`, which owns its own tokio runtime thread).
  */
@@ -283,7 +361,8 @@ typedef struct nri_adaptation nri_adaptation;
 typedef struct nri_cancel nri_cancel;
 
 /**
- * An error: a status and a message. Owned by the caller, released with
+ * An error: a status, a message, and what the failure carries of a
+ * plugin and its call. Owned by the caller, released with
  * `nri_error_free`.
  */
 typedef struct nri_error nri_error;
@@ -909,6 +988,56 @@ nri_status nri_error_status(const struct nri_error *err);
 const char *nri_error_message(const struct nri_error *err);
 
 /**
+ * The plugin at fault (its `idx-name`, or the name upstream's texts use),
+ * NUL-terminated, valid until the error is freed. An empty string when no
+ * plugin is, and for NULL.
+ *
+ * # Safety
+ * `err` is NULL or an error from this library not yet freed.
+ */
+const char *nri_error_plugin(const struct nri_error *err);
+
+/**
+ * The plugin call an error carries (`NRI_CAUSE_NONE` for NULL). Upstream's
+ * error is that call's own error when `nri_error_is_call_error` says so,
+ * and otherwise wraps it; a runtime rebuilds it from these accessors
+ * rather than from the message, whose wording may change.
+ *
+ * # Safety
+ * `err` is NULL or an error from this library not yet freed.
+ */
+nri_cause nri_error_cause(const struct nri_error *err);
+
+/**
+ * The gRPC code of the status an error's cause is (`NRI_CAUSE_STATUS`);
+ * -1 for any other cause, and for NULL.
+ *
+ * # Safety
+ * `err` is NULL or an error from this library not yet freed.
+ */
+int32_t nri_error_code(const struct nri_error *err);
+
+/**
+ * The description of the status an error's cause is (`NRI_CAUSE_STATUS`),
+ * NUL-terminated, valid until the error is freed; an empty string for any
+ * other cause, and for NULL.
+ *
+ * # Safety
+ * `err` is NULL or an error from this library not yet freed.
+ */
+const char *nri_error_cause_message(const struct nri_error *err);
+
+/**
+ * Whether an error is its cause itself: the plugin call's error as the
+ * call gave it, which upstream returns to the runtime unwrapped. False
+ * when the error wraps its cause or has none, and for NULL.
+ *
+ * # Safety
+ * `err` is NULL or an error from this library not yet freed.
+ */
+bool nri_error_is_call_error(const struct nri_error *err);
+
+/**
  * Releases an error. NULL is a no-op.
  *
  * # Safety
@@ -923,17 +1052,16 @@ void nri_error_free(struct nri_error *err);
 const char *nri_status_name(uint32_t status);
 
 /**
- * Relays any of the 13 events, given by its NRI `Event` number (1
- * RunPodSandbox ... 13 UpdatePodSandbox ... as `nri_adaptation_wants_event`
- * takes it), and lets the caller give up on it through `cancel` (NULL: it
- * cannot be cancelled): triggered while the event runs, the call returns
- * `NRI_STATUS_CANCELED` with Go's text ("context canceled", "context
- * deadline exceeded"), the event stops where it is (later plugins do not
- * see it) and no plugin is blamed or dropped, as upstream treats a
- * runtime's cancelled context. Events with a response (UpdatePodSandbox,
- * CreateContainer, UpdateContainer, StopContainer) write it to `*rsp`,
- * which must then be writable; for the others `rsp` is not used and may
- * be NULL.
+ * Relays any of the 13 events, given by its `nri_event` number (the NRI
+ * `Event` enum's, as `nri_adaptation_wants_event` takes it), and lets the
+ * caller give up on it through `cancel` (NULL: it cannot be cancelled):
+ * triggered while the event runs, the call returns `NRI_STATUS_CANCELED`
+ * with Go's text ("context canceled", "context deadline exceeded"), the
+ * event stops where it is (later plugins do not see it) and no plugin is
+ * blamed or dropped, as upstream treats a runtime's cancelled context.
+ * Events with a response (UpdatePodSandbox, CreateContainer,
+ * UpdateContainer, StopContainer) write it to `*rsp`, which must then be
+ * writable; for the others `rsp` is not used and may be NULL.
  *
  * # Safety
  * `a` is a live handle; `cancel` is NULL or from `nri_cancel_new` and not
@@ -950,25 +1078,26 @@ nri_status nri_adaptation_event(const struct nri_adaptation *a,
                                 struct nri_error **err);
 
 /**
- * Relays a `RunPodSandboxRequest` to the subscribed plugins.
+ * `nri_adaptation_event` with `NRI_EVENT_RUN_POD_SANDBOX` and no
+ * cancellation.
  *
  * # Safety
- * `a` is a live handle; `req` holds `len` bytes of the encoded request
- * (NULL if `len` is 0); `err` is NULL or writable.
+ * As for `nri_adaptation_event`.
  */
+NRI_DEPRECATED("use nri_adaptation_event")
 nri_status nri_adaptation_run_pod_sandbox(const struct nri_adaptation *a,
                                           const uint8_t *req,
                                           size_t len,
                                           struct nri_error **err);
 
 /**
- * Relays an `UpdatePodSandboxRequest`; `*rsp` receives an
- * `UpdatePodSandboxResponse`.
+ * `nri_adaptation_event` with `NRI_EVENT_UPDATE_POD_SANDBOX` and no
+ * cancellation; `*rsp` receives a `UpdatePodSandboxResponse`.
  *
  * # Safety
- * `a` is a live handle; `req` holds `len` bytes of the encoded request
- * (NULL if `len` is 0); `rsp` is writable; `err` is NULL or writable.
+ * As for `nri_adaptation_event`; `rsp` is writable.
  */
+NRI_DEPRECATED("use nri_adaptation_event")
 nri_status nri_adaptation_update_pod_sandbox(const struct nri_adaptation *a,
                                              const uint8_t *req,
                                              size_t len,
@@ -976,49 +1105,52 @@ nri_status nri_adaptation_update_pod_sandbox(const struct nri_adaptation *a,
                                              struct nri_error **err);
 
 /**
- * Relays a `PostUpdatePodSandboxRequest`.
+ * `nri_adaptation_event` with `NRI_EVENT_POST_UPDATE_POD_SANDBOX` and no
+ * cancellation.
  *
  * # Safety
- * `a` is a live handle; `req` holds `len` bytes of the encoded request
- * (NULL if `len` is 0); `err` is NULL or writable.
+ * As for `nri_adaptation_event`.
  */
+NRI_DEPRECATED("use nri_adaptation_event")
 nri_status nri_adaptation_post_update_pod_sandbox(const struct nri_adaptation *a,
                                                   const uint8_t *req,
                                                   size_t len,
                                                   struct nri_error **err);
 
 /**
- * Relays a `StopPodSandboxRequest`.
+ * `nri_adaptation_event` with `NRI_EVENT_STOP_POD_SANDBOX` and no
+ * cancellation.
  *
  * # Safety
- * `a` is a live handle; `req` holds `len` bytes of the encoded request
- * (NULL if `len` is 0); `err` is NULL or writable.
+ * As for `nri_adaptation_event`.
  */
+NRI_DEPRECATED("use nri_adaptation_event")
 nri_status nri_adaptation_stop_pod_sandbox(const struct nri_adaptation *a,
                                            const uint8_t *req,
                                            size_t len,
                                            struct nri_error **err);
 
 /**
- * Relays a `RemovePodSandboxRequest`.
+ * `nri_adaptation_event` with `NRI_EVENT_REMOVE_POD_SANDBOX` and no
+ * cancellation.
  *
  * # Safety
- * `a` is a live handle; `req` holds `len` bytes of the encoded request
- * (NULL if `len` is 0); `err` is NULL or writable.
+ * As for `nri_adaptation_event`.
  */
+NRI_DEPRECATED("use nri_adaptation_event")
 nri_status nri_adaptation_remove_pod_sandbox(const struct nri_adaptation *a,
                                              const uint8_t *req,
                                              size_t len,
                                              struct nri_error **err);
 
 /**
- * Collects the plugins' adjustments of a new container, merged and
- * validated; `*rsp` receives a `CreateContainerResponse`.
+ * `nri_adaptation_event` with `NRI_EVENT_CREATE_CONTAINER` and no
+ * cancellation; `*rsp` receives a `CreateContainerResponse`.
  *
  * # Safety
- * `a` is a live handle; `req` holds `len` bytes of the encoded request
- * (NULL if `len` is 0); `rsp` is writable; `err` is NULL or writable.
+ * As for `nri_adaptation_event`; `rsp` is writable.
  */
+NRI_DEPRECATED("use nri_adaptation_event")
 nri_status nri_adaptation_create_container(const struct nri_adaptation *a,
                                            const uint8_t *req,
                                            size_t len,
@@ -1026,49 +1158,52 @@ nri_status nri_adaptation_create_container(const struct nri_adaptation *a,
                                            struct nri_error **err);
 
 /**
- * Relays a `PostCreateContainerRequest`.
+ * `nri_adaptation_event` with `NRI_EVENT_POST_CREATE_CONTAINER` and no
+ * cancellation.
  *
  * # Safety
- * `a` is a live handle; `req` holds `len` bytes of the encoded request
- * (NULL if `len` is 0); `err` is NULL or writable.
+ * As for `nri_adaptation_event`.
  */
+NRI_DEPRECATED("use nri_adaptation_event")
 nri_status nri_adaptation_post_create_container(const struct nri_adaptation *a,
                                                 const uint8_t *req,
                                                 size_t len,
                                                 struct nri_error **err);
 
 /**
- * Relays a `StartContainerRequest`.
+ * `nri_adaptation_event` with `NRI_EVENT_START_CONTAINER` and no
+ * cancellation.
  *
  * # Safety
- * `a` is a live handle; `req` holds `len` bytes of the encoded request
- * (NULL if `len` is 0); `err` is NULL or writable.
+ * As for `nri_adaptation_event`.
  */
+NRI_DEPRECATED("use nri_adaptation_event")
 nri_status nri_adaptation_start_container(const struct nri_adaptation *a,
                                           const uint8_t *req,
                                           size_t len,
                                           struct nri_error **err);
 
 /**
- * Relays a `PostStartContainerRequest`.
+ * `nri_adaptation_event` with `NRI_EVENT_POST_START_CONTAINER` and no
+ * cancellation.
  *
  * # Safety
- * `a` is a live handle; `req` holds `len` bytes of the encoded request
- * (NULL if `len` is 0); `err` is NULL or writable.
+ * As for `nri_adaptation_event`.
  */
+NRI_DEPRECATED("use nri_adaptation_event")
 nri_status nri_adaptation_post_start_container(const struct nri_adaptation *a,
                                                const uint8_t *req,
                                                size_t len,
                                                struct nri_error **err);
 
 /**
- * Collects the plugins' updates; `*rsp` receives an
- * `UpdateContainerResponse`.
+ * `nri_adaptation_event` with `NRI_EVENT_UPDATE_CONTAINER` and no
+ * cancellation; `*rsp` receives a `UpdateContainerResponse`.
  *
  * # Safety
- * `a` is a live handle; `req` holds `len` bytes of the encoded request
- * (NULL if `len` is 0); `rsp` is writable; `err` is NULL or writable.
+ * As for `nri_adaptation_event`; `rsp` is writable.
  */
+NRI_DEPRECATED("use nri_adaptation_event")
 nri_status nri_adaptation_update_container(const struct nri_adaptation *a,
                                            const uint8_t *req,
                                            size_t len,
@@ -1076,25 +1211,26 @@ nri_status nri_adaptation_update_container(const struct nri_adaptation *a,
                                            struct nri_error **err);
 
 /**
- * Relays a `PostUpdateContainerRequest`.
+ * `nri_adaptation_event` with `NRI_EVENT_POST_UPDATE_CONTAINER` and no
+ * cancellation.
  *
  * # Safety
- * `a` is a live handle; `req` holds `len` bytes of the encoded request
- * (NULL if `len` is 0); `err` is NULL or writable.
+ * As for `nri_adaptation_event`.
  */
+NRI_DEPRECATED("use nri_adaptation_event")
 nri_status nri_adaptation_post_update_container(const struct nri_adaptation *a,
                                                 const uint8_t *req,
                                                 size_t len,
                                                 struct nri_error **err);
 
 /**
- * Collects the plugins' updates of other containers; `*rsp` receives a
- * `StopContainerResponse`.
+ * `nri_adaptation_event` with `NRI_EVENT_STOP_CONTAINER` and no
+ * cancellation; `*rsp` receives a `StopContainerResponse`.
  *
  * # Safety
- * `a` is a live handle; `req` holds `len` bytes of the encoded request
- * (NULL if `len` is 0); `rsp` is writable; `err` is NULL or writable.
+ * As for `nri_adaptation_event`; `rsp` is writable.
  */
+NRI_DEPRECATED("use nri_adaptation_event")
 nri_status nri_adaptation_stop_container(const struct nri_adaptation *a,
                                          const uint8_t *req,
                                          size_t len,
@@ -1102,12 +1238,13 @@ nri_status nri_adaptation_stop_container(const struct nri_adaptation *a,
                                          struct nri_error **err);
 
 /**
- * Relays a `RemoveContainerRequest`.
+ * `nri_adaptation_event` with `NRI_EVENT_REMOVE_CONTAINER` and no
+ * cancellation.
  *
  * # Safety
- * `a` is a live handle; `req` holds `len` bytes of the encoded request
- * (NULL if `len` is 0); `err` is NULL or writable.
+ * As for `nri_adaptation_event`.
  */
+NRI_DEPRECATED("use nri_adaptation_event")
 nri_status nri_adaptation_remove_container(const struct nri_adaptation *a,
                                            const uint8_t *req,
                                            size_t len,

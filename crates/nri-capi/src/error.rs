@@ -4,7 +4,7 @@
 use std::ffi::{c_char, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use nri_runtime::Error;
+use nri_runtime::{CallCause, Error};
 
 use super::ptr::{Handle, OutSlot};
 
@@ -51,11 +51,33 @@ pub enum nri_status {
     Canceled = 12,
 }
 
-/// An error: a status and a message. Owned by the caller, released with
+/// What a failure carries of a plugin's call, read with `nri_error_cause`:
+/// the error a Go runtime tests for (with `errors.Is` or
+/// `status.FromError`) when upstream's error wraps or is that call's.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum nri_cause {
+    /// No plugin call: the failure is the library's or the caller's.
+    None = 0,
+    /// The plugin answered with a status: `nri_error_code` and
+    /// `nri_error_cause_message` give it.
+    Status = 1,
+    /// The plugin did not answer in time (Go's `context.DeadlineExceeded`).
+    DeadlineExceeded = 2,
+    /// The connection to the plugin was lost (Go's `ttrpc.ErrClosed`).
+    Closed = 3,
+}
+
+/// An error: a status, a message, and what the failure carries of a
+/// plugin and its call. Owned by the caller, released with
 /// `nri_error_free`.
 pub struct nri_error {
     status: nri_status,
     message: CString,
+    plugin: CString,
+    cause: Option<CallCause>,
+    cause_message: CString,
+    is_call_error: bool,
 }
 
 impl Handle for nri_error {
@@ -67,6 +89,12 @@ impl Handle for nri_error {
 pub(crate) struct Failure {
     pub(crate) status: nri_status,
     pub(crate) message: String,
+    /// The plugin at fault, if one is.
+    pub(crate) plugin: Option<String>,
+    /// The plugin call the failure carries, if any.
+    pub(crate) cause: Option<CallCause>,
+    /// Whether the failure is that call's own error, not wrapped.
+    pub(crate) is_call_error: bool,
 }
 
 impl Failure {
@@ -74,6 +102,9 @@ impl Failure {
         Failure {
             status,
             message: message.into(),
+            plugin: None,
+            cause: None,
+            is_call_error: false,
         }
     }
 
@@ -102,7 +133,13 @@ impl From<Error> for Failure {
             Error::Start(_) => nri_status::StartFailed,
             Error::NotRunning => nri_status::NotRunning,
         };
-        Failure::new(status, e.to_string())
+        Failure {
+            status,
+            message: e.to_string(),
+            plugin: e.plugin().map(str::to_string),
+            cause: e.call_cause(),
+            is_call_error: e.is_call_error(),
+        }
     }
 }
 
@@ -129,13 +166,26 @@ pub(crate) fn boundary(
     // SAFETY: every export's contract: its `err`, passed here, is NULL or
     // aligned and writable for the call; what it held is not read.
     if let Some(slot) = unsafe { OutSlot::optional(err) } {
-        let e = nri_error {
-            status,
-            message: to_cstring(failure.message),
-        };
-        slot.write(e.into_raw());
+        slot.write(nri_error::from(failure).into_raw());
     }
     status
+}
+
+impl From<Failure> for nri_error {
+    fn from(f: Failure) -> nri_error {
+        let cause_message = match &f.cause {
+            Some(CallCause::Status { message, .. }) => to_cstring(message.clone()),
+            _ => CString::default(),
+        };
+        nri_error {
+            status: f.status,
+            message: to_cstring(f.message),
+            plugin: to_cstring(f.plugin.unwrap_or_default()),
+            cause: f.cause,
+            cause_message,
+            is_call_error: f.is_call_error,
+        }
+    }
 }
 
 /// Like [`boundary`] for exports that have no way to report an error:
@@ -190,6 +240,85 @@ pub unsafe extern "C" fn nri_error_message(err: *const nri_error) -> *const c_ch
     }
 }
 
+/// The plugin at fault (its `idx-name`, or the name upstream's texts use),
+/// NUL-terminated, valid until the error is freed. An empty string when no
+/// plugin is, and for NULL.
+///
+/// # Safety
+/// `err` is NULL or an error from this library not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn nri_error_plugin(err: *const nri_error) -> *const c_char {
+    // SAFETY: nri_error_plugin's contract: `err` is NULL or an error from
+    // this library not yet freed.
+    match unsafe { nri_error::get(err) } {
+        Some(e) => e.plugin.as_ptr(),
+        None => c"".as_ptr(),
+    }
+}
+
+/// The plugin call an error carries (`NRI_CAUSE_NONE` for NULL). Upstream's
+/// error is that call's own error when `nri_error_is_call_error` says so,
+/// and otherwise wraps it; a runtime rebuilds it from these accessors
+/// rather than from the message, whose wording may change.
+///
+/// # Safety
+/// `err` is NULL or an error from this library not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn nri_error_cause(err: *const nri_error) -> nri_cause {
+    // SAFETY: nri_error_cause's contract: `err` is NULL or an error from
+    // this library not yet freed.
+    match unsafe { nri_error::get(err) }.and_then(|e| e.cause.as_ref()) {
+        None => nri_cause::None,
+        Some(CallCause::Status { .. }) => nri_cause::Status,
+        Some(CallCause::DeadlineExceeded) => nri_cause::DeadlineExceeded,
+        Some(CallCause::Closed) => nri_cause::Closed,
+    }
+}
+
+/// The gRPC code of the status an error's cause is (`NRI_CAUSE_STATUS`);
+/// -1 for any other cause, and for NULL.
+///
+/// # Safety
+/// `err` is NULL or an error from this library not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn nri_error_code(err: *const nri_error) -> i32 {
+    // SAFETY: nri_error_code's contract: `err` is NULL or an error from
+    // this library not yet freed.
+    match unsafe { nri_error::get(err) }.and_then(|e| e.cause.as_ref()) {
+        Some(CallCause::Status { code, .. }) => *code,
+        _ => -1,
+    }
+}
+
+/// The description of the status an error's cause is (`NRI_CAUSE_STATUS`),
+/// NUL-terminated, valid until the error is freed; an empty string for any
+/// other cause, and for NULL.
+///
+/// # Safety
+/// `err` is NULL or an error from this library not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn nri_error_cause_message(err: *const nri_error) -> *const c_char {
+    // SAFETY: nri_error_cause_message's contract: `err` is NULL or an
+    // error from this library not yet freed.
+    match unsafe { nri_error::get(err) } {
+        Some(e) => e.cause_message.as_ptr(),
+        None => c"".as_ptr(),
+    }
+}
+
+/// Whether an error is its cause itself: the plugin call's error as the
+/// call gave it, which upstream returns to the runtime unwrapped. False
+/// when the error wraps its cause or has none, and for NULL.
+///
+/// # Safety
+/// `err` is NULL or an error from this library not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn nri_error_is_call_error(err: *const nri_error) -> bool {
+    // SAFETY: nri_error_is_call_error's contract: `err` is NULL or an
+    // error from this library not yet freed.
+    unsafe { nri_error::get(err) }.is_some_and(|e| e.is_call_error && e.cause.is_some())
+}
+
 /// Releases an error. NULL is a no-op.
 ///
 /// # Safety
@@ -218,6 +347,7 @@ pub extern "C" fn nri_status_name(status: u32) -> *const c_char {
         9 => c"panic",
         10 => c"invalid spec",
         11 => c"spec refused",
+        12 => c"canceled",
         _ => c"unknown status",
     };
     s.as_ptr()
@@ -263,6 +393,92 @@ mod tests {
         );
     }
 
+    /// Reads what an error object says of its cause.
+    unsafe fn cause_of(err: *const nri_error) -> (nri_cause, i32, String, String, bool) {
+        let text = |p| {
+            unsafe { std::ffi::CStr::from_ptr(p) }
+                .to_str()
+                .unwrap()
+                .to_string()
+        };
+        unsafe {
+            (
+                nri_error_cause(err),
+                nri_error_code(err),
+                text(nri_error_cause_message(err)),
+                text(nri_error_plugin(err)),
+                nri_error_is_call_error(err),
+            )
+        }
+    }
+
+    fn error_of(e: Error) -> *mut nri_error {
+        let mut err: *mut nri_error = std::ptr::null_mut();
+        boundary(&mut err, || Err(e.into()));
+        assert!(!err.is_null());
+        err
+    }
+
+    #[test]
+    fn a_plugin_calls_error_crosses_as_fields_not_text() {
+        use std::time::Duration;
+        let status = error_of(Error::Plugin {
+            plugin: "10-p".into(),
+            code: 7,
+            message: "denied".into(),
+        });
+        let timeout = Error::Timeout {
+            plugin: "20-v".into(),
+            op: "ValidateContainerAdjustment",
+            timeout: Duration::from_secs(2),
+        };
+        let validator = error_of(Error::ValidatorFailed {
+            plugin: "20-v".into(),
+            reason: Box::new(timeout),
+        });
+        let failed = error_of(Error::RequestFailed {
+            plugin: "30-q".into(),
+            op: "CreateContainer",
+            reason: Box::new(Error::Closed {
+                plugin: "30-q".into(),
+                op: "CreateContainer",
+                detail: "eof".into(),
+            }),
+        });
+        let merge = error_of(Error::Merge("conflict".into()));
+        unsafe {
+            assert_eq!(
+                cause_of(status),
+                (nri_cause::Status, 7, "denied".into(), "10-p".into(), true)
+            );
+            assert_eq!(
+                cause_of(validator),
+                (
+                    nri_cause::DeadlineExceeded,
+                    -1,
+                    "".into(),
+                    "20-v".into(),
+                    false
+                )
+            );
+            assert_eq!(
+                cause_of(failed),
+                (nri_cause::Closed, -1, "".into(), "30-q".into(), false)
+            );
+            assert_eq!(
+                cause_of(merge),
+                (nri_cause::None, -1, "".into(), "".into(), false)
+            );
+            assert_eq!(
+                cause_of(std::ptr::null()),
+                (nri_cause::None, -1, "".into(), "".into(), false)
+            );
+            for e in [status, validator, failed, merge] {
+                nri_error_free(e);
+            }
+        }
+    }
+
     #[test]
     fn adaptation_errors_map_to_their_status() {
         let f = Failure::from(Error::Merge("conflict".into()));
@@ -271,8 +487,12 @@ mod tests {
             Failure::from(Error::NotRunning).status,
             nri_status::NotRunning
         );
-        let name =
-            unsafe { std::ffi::CStr::from_ptr(nri_status_name(nri_status::Rejected as u32)) };
-        assert_eq!(name.to_str().unwrap(), "rejected");
+        let name = |s: nri_status| {
+            unsafe { std::ffi::CStr::from_ptr(nri_status_name(s as u32)) }
+                .to_str()
+                .unwrap()
+        };
+        assert_eq!(name(nri_status::Rejected), "rejected");
+        assert_eq!(name(nri_status::Canceled), "canceled");
     }
 }

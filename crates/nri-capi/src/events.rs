@@ -1,106 +1,50 @@
-//! The events of `nri_adaptation`: one export per pod and container event,
-//! and `nri_adaptation_event`, any of them by number, which a runtime can
-//! give up on through an `nri_cancel`. Each blocks the calling thread until
-//! the event is done, as the lifecycle calls do (see `adaptation.rs`).
+//! The events of `nri_adaptation`: `nri_adaptation_event`, the one entry
+//! point for every pod and container event, which a runtime can give up on
+//! through an `nri_cancel`. It blocks the calling thread until the event is
+//! done, as the lifecycle calls do (see `adaptation.rs`). The export per
+//! event that came before it stays, as the header's stability rule asks,
+//! as a deprecated call of it.
 
 use nri_runtime::block_on_event;
-use protobuf::Message;
 
 use super::adaptation::nri_adaptation;
-use super::buffer::{bytes, decode, decode_raw, encode, nri_buffer};
+use super::buffer::{decode, encode, nri_buffer};
 use super::cancel::nri_cancel;
 use super::error::{boundary, nri_error, nri_status, Failure};
 use super::ptr::{Handle, OutSlot};
 use nri_api::*;
 use nri_runtime::{Adaptation, Error};
 
-/// Decodes the request and runs the event, the body every event export
-/// shares.
-///
-/// # Safety
-/// `a` is NULL or a live handle; `req` is valid for reads of `len` bytes,
-/// or `len` is 0.
-unsafe fn run_event<Req: Message, T>(
-    a: *const nri_adaptation,
-    req: *const u8,
-    len: usize,
-    run: impl FnOnce(&Adaptation, Req) -> Result<T, Error>,
-) -> Result<T, Failure> {
-    // SAFETY: this function's contract: `a` is NULL or a live handle.
-    let a = unsafe { nri_adaptation::arg(a) }?;
-    // SAFETY: this function's contract: `req` is valid for `len` bytes.
-    let req: Req = unsafe { decode_raw(req, len) }?;
-    Ok(run(&a.inner, req)?)
+/// The NRI events `nri_adaptation_event` relays, by their protocol numbers
+/// (the `Event` enum of nri.proto), for C callers to name them.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum nri_event {
+    RunPodSandbox = 1,
+    StopPodSandbox = 2,
+    RemovePodSandbox = 3,
+    CreateContainer = 4,
+    PostCreateContainer = 5,
+    StartContainer = 6,
+    PostStartContainer = 7,
+    UpdateContainer = 8,
+    PostUpdateContainer = 9,
+    StopContainer = 10,
+    RemoveContainer = 11,
+    UpdatePodSandbox = 13,
+    PostUpdatePodSandbox = 14,
 }
 
-/// An event plugins only observe, relayed with the caller's bytes
-/// ([`Adaptation::relay_encoded`]).
-///
-/// # Safety
-/// `a` is NULL or a live handle; `req` is valid for reads of `len` bytes,
-/// or `len` is 0.
-unsafe fn run_observed(
-    a: *const nri_adaptation,
-    event: Event,
-    req: *const u8,
-    len: usize,
-) -> Result<(), Failure> {
-    // SAFETY: this function's contract: `a` is NULL or a live handle.
-    let a = unsafe { nri_adaptation::arg(a) }?;
-    // SAFETY: this function's contract: `req` is valid for `len` bytes.
-    let req = unsafe { bytes("request", req, len) }?;
-    Ok(block_on_event(a.inner.relay_encoded(event, req.to_vec()))?)
-}
-
-/// [`run_observed`] behind the error boundary.
-///
-/// # Safety
-/// As for [`run_observed`]; `err` is NULL or writable.
-unsafe fn observed(
-    a: *const nri_adaptation,
-    event: Event,
-    req: *const u8,
-    len: usize,
-    err: *mut *mut nri_error,
-) -> nri_status {
-    // SAFETY: this function's contract is `run_observed`'s.
-    boundary(err, || unsafe { run_observed(a, event, req, len) })
-}
-
-/// An event with a response: checks the output slot before running it, so
-/// a bad slot never loses the outcome of an event that ran.
-///
-/// # Safety
-/// As for [`event`]; `rsp` is NULL or writable.
-unsafe fn event_with_response<Req: Message, Rsp: Message>(
-    a: *const nri_adaptation,
-    req: *const u8,
-    len: usize,
-    rsp: *mut nri_buffer,
-    err: *mut *mut nri_error,
-    run: impl FnOnce(&Adaptation, Req) -> Result<Rsp, Error>,
-) -> nri_status {
-    boundary(err, || {
-        // SAFETY: this function's contract: `rsp` is NULL or writable.
-        let rsp = unsafe { OutSlot::new("response", rsp) }?;
-        // SAFETY: this function's contract is `run_event`'s.
-        let r = unsafe { run_event(a, req, len, run) }?;
-        rsp.write(encode(&r)?);
-        Ok(())
-    })
-}
-
-/// Relays any of the 13 events, given by its NRI `Event` number (1
-/// RunPodSandbox ... 13 UpdatePodSandbox ... as `nri_adaptation_wants_event`
-/// takes it), and lets the caller give up on it through `cancel` (NULL: it
-/// cannot be cancelled): triggered while the event runs, the call returns
-/// `NRI_STATUS_CANCELED` with Go's text ("context canceled", "context
-/// deadline exceeded"), the event stops where it is (later plugins do not
-/// see it) and no plugin is blamed or dropped, as upstream treats a
-/// runtime's cancelled context. Events with a response (UpdatePodSandbox,
-/// CreateContainer, UpdateContainer, StopContainer) write it to `*rsp`,
-/// which must then be writable; for the others `rsp` is not used and may
-/// be NULL.
+/// Relays any of the 13 events, given by its `nri_event` number (the NRI
+/// `Event` enum's, as `nri_adaptation_wants_event` takes it), and lets the
+/// caller give up on it through `cancel` (NULL: it cannot be cancelled):
+/// triggered while the event runs, the call returns `NRI_STATUS_CANCELED`
+/// with Go's text ("context canceled", "context deadline exceeded"), the
+/// event stops where it is (later plugins do not see it) and no plugin is
+/// blamed or dropped, as upstream treats a runtime's cancelled context.
+/// Events with a response (UpdatePodSandbox, CreateContainer,
+/// UpdateContainer, StopContainer) write it to `*rsp`, which must then be
+/// writable; for the others `rsp` is not used and may be NULL.
 ///
 /// # Safety
 /// `a` is a live handle; `cancel` is NULL or from `nri_cancel_new` and not
@@ -186,13 +130,16 @@ async fn relay(a: &Adaptation, event: Event, req: &[u8]) -> Result<Option<nri_bu
     }
 }
 
-// One export per event, written out (cbindgen does not expand macros).
+// The export per event of 0.1.0, kept by the header's stability rule:
+// each is `nri_adaptation_event` with its event and no cancellation,
+// written out because cbindgen does not expand macros.
 
-/// Relays a `RunPodSandboxRequest` to the subscribed plugins.
+/// `nri_adaptation_event` with `NRI_EVENT_RUN_POD_SANDBOX` and no
+/// cancellation.
 ///
 /// # Safety
-/// `a` is a live handle; `req` holds `len` bytes of the encoded request
-/// (NULL if `len` is 0); `err` is NULL or writable.
+/// As for `nri_adaptation_event`.
+#[deprecated(note = "use nri_adaptation_event")]
 #[no_mangle]
 pub unsafe extern "C" fn nri_adaptation_run_pod_sandbox(
     a: *const nri_adaptation,
@@ -200,18 +147,28 @@ pub unsafe extern "C" fn nri_adaptation_run_pod_sandbox(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: nri_adaptation_run_pod_sandbox's contract: `a` is a live handle,
-    // `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or writable:
-    // observed's preconditions.
-    unsafe { observed(a, Event::RUN_POD_SANDBOX, req, len, err) }
+    let event = nri_event::RunPodSandbox as i32;
+    // SAFETY: this function's contract is nri_adaptation_event's, with no
+    // cancellation and no response.
+    unsafe {
+        nri_adaptation_event(
+            a,
+            event,
+            std::ptr::null(),
+            req,
+            len,
+            std::ptr::null_mut(),
+            err,
+        )
+    }
 }
 
-/// Relays an `UpdatePodSandboxRequest`; `*rsp` receives an
-/// `UpdatePodSandboxResponse`.
+/// `nri_adaptation_event` with `NRI_EVENT_UPDATE_POD_SANDBOX` and no
+/// cancellation; `*rsp` receives a `UpdatePodSandboxResponse`.
 ///
 /// # Safety
-/// `a` is a live handle; `req` holds `len` bytes of the encoded request
-/// (NULL if `len` is 0); `rsp` is writable; `err` is NULL or writable.
+/// As for `nri_adaptation_event`; `rsp` is writable.
+#[deprecated(note = "use nri_adaptation_event")]
 #[no_mangle]
 pub unsafe extern "C" fn nri_adaptation_update_pod_sandbox(
     a: *const nri_adaptation,
@@ -220,24 +177,18 @@ pub unsafe extern "C" fn nri_adaptation_update_pod_sandbox(
     rsp: *mut nri_buffer,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    boundary(err, || {
-        // SAFETY: nri_adaptation_update_pod_sandbox's contract: `rsp` is
-        // writable.
-        let rsp = unsafe { OutSlot::new("response", rsp) }?;
-        // SAFETY: nri_adaptation_update_pod_sandbox's contract: `a` is a
-        // live handle, `req` holds `len` bytes (NULL if `len` is 0):
-        // run_observed's preconditions.
-        unsafe { run_observed(a, Event::UPDATE_POD_SANDBOX, req, len) }?;
-        rsp.write(encode(&UpdatePodSandboxResponse::default())?);
-        Ok(())
-    })
+    let event = nri_event::UpdatePodSandbox as i32;
+    // SAFETY: this function's contract is nri_adaptation_event's, with no
+    // cancellation.
+    unsafe { nri_adaptation_event(a, event, std::ptr::null(), req, len, rsp, err) }
 }
 
-/// Relays a `PostUpdatePodSandboxRequest`.
+/// `nri_adaptation_event` with `NRI_EVENT_POST_UPDATE_POD_SANDBOX` and no
+/// cancellation.
 ///
 /// # Safety
-/// `a` is a live handle; `req` holds `len` bytes of the encoded request
-/// (NULL if `len` is 0); `err` is NULL or writable.
+/// As for `nri_adaptation_event`.
+#[deprecated(note = "use nri_adaptation_event")]
 #[no_mangle]
 pub unsafe extern "C" fn nri_adaptation_post_update_pod_sandbox(
     a: *const nri_adaptation,
@@ -245,17 +196,28 @@ pub unsafe extern "C" fn nri_adaptation_post_update_pod_sandbox(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: nri_adaptation_post_update_pod_sandbox's contract: `a` is a live
-    // handle, `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or
-    // writable: observed's preconditions.
-    unsafe { observed(a, Event::POST_UPDATE_POD_SANDBOX, req, len, err) }
+    let event = nri_event::PostUpdatePodSandbox as i32;
+    // SAFETY: this function's contract is nri_adaptation_event's, with no
+    // cancellation and no response.
+    unsafe {
+        nri_adaptation_event(
+            a,
+            event,
+            std::ptr::null(),
+            req,
+            len,
+            std::ptr::null_mut(),
+            err,
+        )
+    }
 }
 
-/// Relays a `StopPodSandboxRequest`.
+/// `nri_adaptation_event` with `NRI_EVENT_STOP_POD_SANDBOX` and no
+/// cancellation.
 ///
 /// # Safety
-/// `a` is a live handle; `req` holds `len` bytes of the encoded request
-/// (NULL if `len` is 0); `err` is NULL or writable.
+/// As for `nri_adaptation_event`.
+#[deprecated(note = "use nri_adaptation_event")]
 #[no_mangle]
 pub unsafe extern "C" fn nri_adaptation_stop_pod_sandbox(
     a: *const nri_adaptation,
@@ -263,17 +225,28 @@ pub unsafe extern "C" fn nri_adaptation_stop_pod_sandbox(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: nri_adaptation_stop_pod_sandbox's contract: `a` is a live handle,
-    // `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or writable:
-    // observed's preconditions.
-    unsafe { observed(a, Event::STOP_POD_SANDBOX, req, len, err) }
+    let event = nri_event::StopPodSandbox as i32;
+    // SAFETY: this function's contract is nri_adaptation_event's, with no
+    // cancellation and no response.
+    unsafe {
+        nri_adaptation_event(
+            a,
+            event,
+            std::ptr::null(),
+            req,
+            len,
+            std::ptr::null_mut(),
+            err,
+        )
+    }
 }
 
-/// Relays a `RemovePodSandboxRequest`.
+/// `nri_adaptation_event` with `NRI_EVENT_REMOVE_POD_SANDBOX` and no
+/// cancellation.
 ///
 /// # Safety
-/// `a` is a live handle; `req` holds `len` bytes of the encoded request
-/// (NULL if `len` is 0); `err` is NULL or writable.
+/// As for `nri_adaptation_event`.
+#[deprecated(note = "use nri_adaptation_event")]
 #[no_mangle]
 pub unsafe extern "C" fn nri_adaptation_remove_pod_sandbox(
     a: *const nri_adaptation,
@@ -281,18 +254,28 @@ pub unsafe extern "C" fn nri_adaptation_remove_pod_sandbox(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: nri_adaptation_remove_pod_sandbox's contract: `a` is a live
-    // handle, `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or
-    // writable: observed's preconditions.
-    unsafe { observed(a, Event::REMOVE_POD_SANDBOX, req, len, err) }
+    let event = nri_event::RemovePodSandbox as i32;
+    // SAFETY: this function's contract is nri_adaptation_event's, with no
+    // cancellation and no response.
+    unsafe {
+        nri_adaptation_event(
+            a,
+            event,
+            std::ptr::null(),
+            req,
+            len,
+            std::ptr::null_mut(),
+            err,
+        )
+    }
 }
 
-/// Collects the plugins' adjustments of a new container, merged and
-/// validated; `*rsp` receives a `CreateContainerResponse`.
+/// `nri_adaptation_event` with `NRI_EVENT_CREATE_CONTAINER` and no
+/// cancellation; `*rsp` receives a `CreateContainerResponse`.
 ///
 /// # Safety
-/// `a` is a live handle; `req` holds `len` bytes of the encoded request
-/// (NULL if `len` is 0); `rsp` is writable; `err` is NULL or writable.
+/// As for `nri_adaptation_event`; `rsp` is writable.
+#[deprecated(note = "use nri_adaptation_event")]
 #[no_mangle]
 pub unsafe extern "C" fn nri_adaptation_create_container(
     a: *const nri_adaptation,
@@ -301,28 +284,18 @@ pub unsafe extern "C" fn nri_adaptation_create_container(
     rsp: *mut nri_buffer,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    boundary(err, || {
-        // SAFETY: nri_adaptation_create_container's contract: `rsp` is writable.
-        let rsp = unsafe { OutSlot::new("response", rsp) }?;
-        // SAFETY: nri_adaptation_create_container's contract: `a` is a live handle.
-        let a = unsafe { nri_adaptation::arg(a) }?;
-        // SAFETY: nri_adaptation_create_container's contract: `req` holds
-        // `len` bytes (NULL if `len` is 0).
-        let bytes = unsafe { bytes(CreateContainerRequest::NAME, req, len) }?;
-        // Decoded and answered where the event runs (on this thread for
-        // one plugin); plugins get the caller's bytes as they are (see
-        // `create_container_wire`).
-        let r = block_on_event(a.inner.create_container_wire(bytes.to_vec()))?;
-        rsp.write(nri_buffer::from_vec(r));
-        Ok(())
-    })
+    let event = nri_event::CreateContainer as i32;
+    // SAFETY: this function's contract is nri_adaptation_event's, with no
+    // cancellation.
+    unsafe { nri_adaptation_event(a, event, std::ptr::null(), req, len, rsp, err) }
 }
 
-/// Relays a `PostCreateContainerRequest`.
+/// `nri_adaptation_event` with `NRI_EVENT_POST_CREATE_CONTAINER` and no
+/// cancellation.
 ///
 /// # Safety
-/// `a` is a live handle; `req` holds `len` bytes of the encoded request
-/// (NULL if `len` is 0); `err` is NULL or writable.
+/// As for `nri_adaptation_event`.
+#[deprecated(note = "use nri_adaptation_event")]
 #[no_mangle]
 pub unsafe extern "C" fn nri_adaptation_post_create_container(
     a: *const nri_adaptation,
@@ -330,17 +303,28 @@ pub unsafe extern "C" fn nri_adaptation_post_create_container(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: nri_adaptation_post_create_container's contract: `a` is a live
-    // handle, `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or
-    // writable: observed's preconditions.
-    unsafe { observed(a, Event::POST_CREATE_CONTAINER, req, len, err) }
+    let event = nri_event::PostCreateContainer as i32;
+    // SAFETY: this function's contract is nri_adaptation_event's, with no
+    // cancellation and no response.
+    unsafe {
+        nri_adaptation_event(
+            a,
+            event,
+            std::ptr::null(),
+            req,
+            len,
+            std::ptr::null_mut(),
+            err,
+        )
+    }
 }
 
-/// Relays a `StartContainerRequest`.
+/// `nri_adaptation_event` with `NRI_EVENT_START_CONTAINER` and no
+/// cancellation.
 ///
 /// # Safety
-/// `a` is a live handle; `req` holds `len` bytes of the encoded request
-/// (NULL if `len` is 0); `err` is NULL or writable.
+/// As for `nri_adaptation_event`.
+#[deprecated(note = "use nri_adaptation_event")]
 #[no_mangle]
 pub unsafe extern "C" fn nri_adaptation_start_container(
     a: *const nri_adaptation,
@@ -348,17 +332,28 @@ pub unsafe extern "C" fn nri_adaptation_start_container(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: nri_adaptation_start_container's contract: `a` is a live handle,
-    // `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or writable:
-    // observed's preconditions.
-    unsafe { observed(a, Event::START_CONTAINER, req, len, err) }
+    let event = nri_event::StartContainer as i32;
+    // SAFETY: this function's contract is nri_adaptation_event's, with no
+    // cancellation and no response.
+    unsafe {
+        nri_adaptation_event(
+            a,
+            event,
+            std::ptr::null(),
+            req,
+            len,
+            std::ptr::null_mut(),
+            err,
+        )
+    }
 }
 
-/// Relays a `PostStartContainerRequest`.
+/// `nri_adaptation_event` with `NRI_EVENT_POST_START_CONTAINER` and no
+/// cancellation.
 ///
 /// # Safety
-/// `a` is a live handle; `req` holds `len` bytes of the encoded request
-/// (NULL if `len` is 0); `err` is NULL or writable.
+/// As for `nri_adaptation_event`.
+#[deprecated(note = "use nri_adaptation_event")]
 #[no_mangle]
 pub unsafe extern "C" fn nri_adaptation_post_start_container(
     a: *const nri_adaptation,
@@ -366,18 +361,28 @@ pub unsafe extern "C" fn nri_adaptation_post_start_container(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: nri_adaptation_post_start_container's contract: `a` is a live
-    // handle, `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or
-    // writable: observed's preconditions.
-    unsafe { observed(a, Event::POST_START_CONTAINER, req, len, err) }
+    let event = nri_event::PostStartContainer as i32;
+    // SAFETY: this function's contract is nri_adaptation_event's, with no
+    // cancellation and no response.
+    unsafe {
+        nri_adaptation_event(
+            a,
+            event,
+            std::ptr::null(),
+            req,
+            len,
+            std::ptr::null_mut(),
+            err,
+        )
+    }
 }
 
-/// Collects the plugins' updates; `*rsp` receives an
-/// `UpdateContainerResponse`.
+/// `nri_adaptation_event` with `NRI_EVENT_UPDATE_CONTAINER` and no
+/// cancellation; `*rsp` receives a `UpdateContainerResponse`.
 ///
 /// # Safety
-/// `a` is a live handle; `req` holds `len` bytes of the encoded request
-/// (NULL if `len` is 0); `rsp` is writable; `err` is NULL or writable.
+/// As for `nri_adaptation_event`; `rsp` is writable.
+#[deprecated(note = "use nri_adaptation_event")]
 #[no_mangle]
 pub unsafe extern "C" fn nri_adaptation_update_container(
     a: *const nri_adaptation,
@@ -386,21 +391,18 @@ pub unsafe extern "C" fn nri_adaptation_update_container(
     rsp: *mut nri_buffer,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: nri_adaptation_update_container's contract: `a` is a live handle,
-    // `req` holds `len` bytes (NULL if `len` is 0), `rsp` is writable, `err` is
-    // NULL or writable: event_with_response's preconditions.
-    unsafe {
-        event_with_response(a, req, len, rsp, err, |a, r: UpdateContainerRequest| {
-            block_on_event(a.update_container(r))
-        })
-    }
+    let event = nri_event::UpdateContainer as i32;
+    // SAFETY: this function's contract is nri_adaptation_event's, with no
+    // cancellation.
+    unsafe { nri_adaptation_event(a, event, std::ptr::null(), req, len, rsp, err) }
 }
 
-/// Relays a `PostUpdateContainerRequest`.
+/// `nri_adaptation_event` with `NRI_EVENT_POST_UPDATE_CONTAINER` and no
+/// cancellation.
 ///
 /// # Safety
-/// `a` is a live handle; `req` holds `len` bytes of the encoded request
-/// (NULL if `len` is 0); `err` is NULL or writable.
+/// As for `nri_adaptation_event`.
+#[deprecated(note = "use nri_adaptation_event")]
 #[no_mangle]
 pub unsafe extern "C" fn nri_adaptation_post_update_container(
     a: *const nri_adaptation,
@@ -408,18 +410,28 @@ pub unsafe extern "C" fn nri_adaptation_post_update_container(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: nri_adaptation_post_update_container's contract: `a` is a live
-    // handle, `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or
-    // writable: observed's preconditions.
-    unsafe { observed(a, Event::POST_UPDATE_CONTAINER, req, len, err) }
+    let event = nri_event::PostUpdateContainer as i32;
+    // SAFETY: this function's contract is nri_adaptation_event's, with no
+    // cancellation and no response.
+    unsafe {
+        nri_adaptation_event(
+            a,
+            event,
+            std::ptr::null(),
+            req,
+            len,
+            std::ptr::null_mut(),
+            err,
+        )
+    }
 }
 
-/// Collects the plugins' updates of other containers; `*rsp` receives a
-/// `StopContainerResponse`.
+/// `nri_adaptation_event` with `NRI_EVENT_STOP_CONTAINER` and no
+/// cancellation; `*rsp` receives a `StopContainerResponse`.
 ///
 /// # Safety
-/// `a` is a live handle; `req` holds `len` bytes of the encoded request
-/// (NULL if `len` is 0); `rsp` is writable; `err` is NULL or writable.
+/// As for `nri_adaptation_event`; `rsp` is writable.
+#[deprecated(note = "use nri_adaptation_event")]
 #[no_mangle]
 pub unsafe extern "C" fn nri_adaptation_stop_container(
     a: *const nri_adaptation,
@@ -428,21 +440,18 @@ pub unsafe extern "C" fn nri_adaptation_stop_container(
     rsp: *mut nri_buffer,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: nri_adaptation_stop_container's contract: `a` is a live handle,
-    // `req` holds `len` bytes (NULL if `len` is 0), `rsp` is writable, `err` is
-    // NULL or writable: event_with_response's preconditions.
-    unsafe {
-        event_with_response(a, req, len, rsp, err, |a, r: StopContainerRequest| {
-            block_on_event(a.stop_container(r))
-        })
-    }
+    let event = nri_event::StopContainer as i32;
+    // SAFETY: this function's contract is nri_adaptation_event's, with no
+    // cancellation.
+    unsafe { nri_adaptation_event(a, event, std::ptr::null(), req, len, rsp, err) }
 }
 
-/// Relays a `RemoveContainerRequest`.
+/// `nri_adaptation_event` with `NRI_EVENT_REMOVE_CONTAINER` and no
+/// cancellation.
 ///
 /// # Safety
-/// `a` is a live handle; `req` holds `len` bytes of the encoded request
-/// (NULL if `len` is 0); `err` is NULL or writable.
+/// As for `nri_adaptation_event`.
+#[deprecated(note = "use nri_adaptation_event")]
 #[no_mangle]
 pub unsafe extern "C" fn nri_adaptation_remove_container(
     a: *const nri_adaptation,
@@ -450,8 +459,18 @@ pub unsafe extern "C" fn nri_adaptation_remove_container(
     len: usize,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    // SAFETY: nri_adaptation_remove_container's contract: `a` is a live handle,
-    // `req` holds `len` bytes (NULL if `len` is 0), `err` is NULL or writable:
-    // observed's preconditions.
-    unsafe { observed(a, Event::REMOVE_CONTAINER, req, len, err) }
+    let event = nri_event::RemoveContainer as i32;
+    // SAFETY: this function's contract is nri_adaptation_event's, with no
+    // cancellation and no response.
+    unsafe {
+        nri_adaptation_event(
+            a,
+            event,
+            std::ptr::null(),
+            req,
+            len,
+            std::ptr::null_mut(),
+            err,
+        )
+    }
 }

@@ -43,7 +43,9 @@ pub use self::builtin::*;
 pub use self::callbacks::*;
 pub use self::cancel::*;
 pub use self::error::{
-    nri_error, nri_error_free, nri_error_message, nri_error_status, nri_status, nri_status_name,
+    nri_cause, nri_error, nri_error_cause, nri_error_cause_message, nri_error_code, nri_error_free,
+    nri_error_is_call_error, nri_error_message, nri_error_plugin, nri_error_status, nri_status,
+    nri_status_name,
 };
 pub use self::events::*;
 pub use self::log::*;

@@ -85,6 +85,8 @@ fn err_text(err: *mut nri_error) -> String {
     s
 }
 
+const CREATE: i32 = nri_event::CreateContainer as i32;
+
 fn create(a: *const nri_adaptation, name: &str) -> Result<CreateContainerResponse, String> {
     let mut req = CreateContainerRequest::new();
     req.pod.mut_or_insert_default().id = "pod0".into();
@@ -94,7 +96,15 @@ fn create(a: *const nri_adaptation, name: &str) -> Result<CreateContainerRespons
     let mut rsp = nri_buffer::EMPTY;
     let mut err = null_mut();
     let st = unsafe {
-        nri_adaptation_create_container(a, bytes.as_ptr(), bytes.len(), &mut rsp, &mut err)
+        nri_adaptation_event(
+            a,
+            CREATE,
+            null(),
+            bytes.as_ptr(),
+            bytes.len(),
+            &mut rsp,
+            &mut err,
+        )
     };
     if st != nri_status::Ok {
         assert!(rsp.data.is_null(), "outputs are written only on success");
@@ -187,14 +197,24 @@ fn a_builtin_plugin_adjusts_and_validates_through_the_c_abi() {
     let junk = [0xffu8; 4];
     let mut rsp = nri_buffer::EMPTY;
     let st = unsafe {
-        nri_adaptation_create_container(a, junk.as_ptr(), junk.len(), &mut rsp, &mut err)
+        nri_adaptation_event(
+            a,
+            CREATE,
+            null(),
+            junk.as_ptr(),
+            junk.len(),
+            &mut rsp,
+            &mut err,
+        )
     };
     assert_eq!(st, nri_status::InvalidMessage);
     assert!(err_text(err).starts_with("invalid CreateContainerRequest"));
-    let st = unsafe { nri_adaptation_create_container(a, null(), 0, null_mut(), &mut err) };
+    let st = unsafe { nri_adaptation_event(a, CREATE, null(), null(), 0, null_mut(), &mut err) };
     assert_eq!(st, nri_status::InvalidArgument);
     assert_eq!(err_text(err), "response is NULL");
-    let st = unsafe { nri_adaptation_start_container(null(), null(), 0, &mut err) };
+    let start = nri_event::StartContainer as i32;
+    let st =
+        unsafe { nri_adaptation_event(null(), start, null(), null(), 0, null_mut(), &mut err) };
     assert_eq!(st, nri_status::InvalidArgument);
     assert_eq!(err_text(err), "adaptation is NULL");
 

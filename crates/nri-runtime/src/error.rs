@@ -18,10 +18,11 @@ pub enum Error {
     /// request was too large to send (`ResourceExhausted`, as Go's ttrpc
     /// reports it; the plugin is not at fault and stays). The text is what
     /// Go's ttrpc prints for a status: `rpc error: code = C desc = M`.
-    #[error("rpc error: code = {code} desc = {message}")]
+    #[error("rpc error: code = {} desc = {message}", grpc_code_name(*.code))]
     Plugin {
         plugin: String,
-        code: String,
+        /// The status's gRPC code.
+        code: i32,
         message: String,
     },
     /// A builtin plugin handler returned an error; passed through as is.
@@ -38,9 +39,10 @@ pub enum Error {
     /// upstream checks containers only).
     #[error("validator {plugin:?} rejected pod sandbox, reason: {reason}")]
     PodRejected { plugin: String, reason: String },
-    /// A validating plugin could not be asked.
+    /// A validating plugin could not be asked; `reason` is why (since
+    /// v0.12.4 upstream wraps it, so a runtime can test for its cause).
     #[error("validator plugin {plugin} failed: {reason}")]
-    ValidatorFailed { plugin: String, reason: String },
+    ValidatorFailed { plugin: String, reason: Box<Error> },
     /// A plugin did not answer within the request timeout. The text is Go's
     /// `context.DeadlineExceeded`, the error upstream's ttrpc call returns
     /// and upstream wraps (`validator plugin P failed: context deadline
@@ -96,7 +98,65 @@ pub enum Error {
     NotRunning,
 }
 
+/// The error of a plugin's call that upstream's errors carry, for a
+/// runtime to test for (Go's `errors.Is`, `status.FromError`) rather than
+/// to read in a text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallCause {
+    /// The plugin answered with a status: its gRPC code and description.
+    Status { code: i32, message: String },
+    /// The plugin did not answer in time (Go's `context.DeadlineExceeded`).
+    DeadlineExceeded,
+    /// The connection was lost (Go's `ttrpc.ErrClosed`).
+    Closed,
+}
+
 impl Error {
+    /// The plugin call this error carries, if any: the call's own error
+    /// (a status, a timeout, a lost connection), or the one a failed
+    /// request or an unreachable validator wraps. Rejections, conflicts
+    /// and the event's own time budget carry none, as upstream's do not.
+    pub fn call_cause(&self) -> Option<CallCause> {
+        match self {
+            Error::Plugin { code, message, .. } => Some(CallCause::Status {
+                code: *code,
+                message: message.clone(),
+            }),
+            Error::Timeout { .. } => Some(CallCause::DeadlineExceeded),
+            Error::Closed { .. } => Some(CallCause::Closed),
+            Error::RequestFailed { reason, .. } | Error::ValidatorFailed { reason, .. } => {
+                reason.call_cause()
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether this error is a plugin call's own error, not wrapped:
+    /// upstream returns such an error to the runtime as the call gave it.
+    pub fn is_call_error(&self) -> bool {
+        matches!(
+            self,
+            Error::Plugin { .. } | Error::Timeout { .. } | Error::Closed { .. }
+        )
+    }
+
+    /// The plugin at fault (its `idx-name`, or its name where upstream's
+    /// texts use that), if one is.
+    pub fn plugin(&self) -> Option<&str> {
+        match self {
+            Error::Plugin { plugin, .. }
+            | Error::Builtin { plugin, .. }
+            | Error::Rejected { plugin, .. }
+            | Error::PodRejected { plugin, .. }
+            | Error::ValidatorFailed { plugin, .. }
+            | Error::Timeout { plugin, .. }
+            | Error::RequestFailed { plugin, .. }
+            | Error::Closed { plugin, .. }
+            | Error::Transport { plugin, .. } => Some(plugin),
+            _ => None,
+        }
+    }
+
     /// Transport failures and timeouts drop the plugin but let the event go
     /// on (upstream's "fatal" errors: closed, protocol, deadline exceeded).
     pub(crate) fn is_fatal_for_plugin(&self) -> bool {
@@ -174,7 +234,7 @@ mod tests {
     fn plugin_errors_read_like_go_status_errors() {
         let e = Error::Plugin {
             plugin: "10-foo".into(),
-            code: grpc_code_name(2),
+            code: 2,
             message: "boom".into(),
         };
         assert_eq!(e.to_string(), "rpc error: code = Unknown desc = boom");
@@ -237,7 +297,7 @@ mod tests {
         assert_eq!(t.to_string(), "context deadline exceeded");
         let v = Error::ValidatorFailed {
             plugin: "10-v".into(),
-            reason: t.to_string(),
+            reason: Box::new(t),
         };
         assert_eq!(
             v.to_string(),

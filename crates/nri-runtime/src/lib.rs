@@ -70,7 +70,7 @@ pub use audit::{
 };
 pub use builtin::{BuiltinHandlers, BuiltinPlugin};
 pub use callbacks::{Deprecation, DeprecationRecorder, Metrics, SyncCb, SyncFn, UpdateFn};
-pub use error::{BoxError, Error};
+pub use error::{BoxError, CallCause, Error};
 pub use identity::{IdentityPolicy, PeerIdentity, PolicyError};
 pub use options::{
     set_plugin_registration_timeout, set_plugin_request_timeout, Options,

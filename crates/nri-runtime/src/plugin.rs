@@ -15,7 +15,7 @@ use super::builtin::BuiltinHandlers;
 use super::call::{Call, Encoding, Request};
 use super::child::Child;
 use super::client::PluginConn;
-use super::error::{grpc_code_name, is_oversized_message, is_oversized_reply, peer_text};
+use super::error::{is_oversized_message, is_oversized_reply, peer_text};
 use super::identity::PeerIdentity;
 use super::names::NameClaim;
 use super::wasm::{self, WasmPlugin};
@@ -446,8 +446,7 @@ impl Plugin {
         .await;
         // The StateChange form is made only when it is needed: for the
         // events that have one, it is a copy of the pod and the container.
-        let unimplemented =
-            matches!(&res, Err(Error::Plugin { code, .. }) if code == "Unimplemented");
+        let unimplemented = matches!(&res, Err(Error::Plugin { code, .. }) if *code == ttrpc::Code::UNIMPLEMENTED as i32);
         match (
             res,
             unimplemented
@@ -551,7 +550,7 @@ impl Plugin {
                 }
                 Err(Error::ValidatorFailed {
                     plugin: self.name.clone(),
-                    reason: e.to_string(),
+                    reason: Box::new(e),
                 })
             }
         }
@@ -648,13 +647,13 @@ impl Plugin {
                 );
                 Error::Plugin {
                     plugin: self.name.clone(),
-                    code: grpc_code_name(ttrpc::Code::RESOURCE_EXHAUSTED as i32),
+                    code: ttrpc::Code::RESOURCE_EXHAUSTED as i32,
                     message: text,
                 }
             }
             ttrpc::Error::RpcStatus(status) => Error::Plugin {
                 plugin: self.name.clone(),
-                code: grpc_code_name(status.code.value()),
+                code: status.code.value(),
                 message: status.message,
             },
             ttrpc::Error::Socket(_)
