@@ -7,12 +7,14 @@ package adaptation_test
 
 import (
 	"context"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/containerd/nri/pkg/adaptation/builtin"
 	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/nri/pkg/stub"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -284,4 +286,44 @@ func TestValidateContainerAdjustmentMetrics(t *testing.T) {
 	inv, lat, adj := m.of(op)
 	checkCall(t, inv, lat, op)
 	assert.Len(t, adj, 0)
+}
+
+// podWatcher is an upstream-stub plugin that takes RunPodSandbox only.
+type podWatcher struct{}
+
+func (podWatcher) RunPodSandbox(context.Context, *api.PodSandbox) error { return nil }
+
+func (m *recordingMetrics) pluginCount() int {
+	m.Lock()
+	defer m.Unlock()
+	return m.count
+}
+
+// A plugin that leaves is pruned, and the plugin count follows, at the next
+// event even when no plugin takes that event, as upstream prunes at the end
+// of every event. Such events are answered without entering the core as
+// long as no plugin has left.
+func TestPluginCountFollowsAPluginThatLeavesBeforeAnEventNoPluginTakes(t *testing.T) {
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "nri.sock")
+	m := &recordingMetrics{}
+	r, err := nri.New("count", "0", noSync, noUpdate, nri.WithMetrics(m),
+		nri.WithPluginPath(filepath.Join(dir, "plugins")), nri.WithSocketPath(socket))
+	require.NoError(t, err)
+	require.NoError(t, r.Start())
+	t.Cleanup(r.Stop)
+
+	s, err := stub.New(podWatcher{}, stub.WithSocketPath(socket), stub.WithPluginName("pods"),
+		stub.WithPluginIdx("10"))
+	require.NoError(t, err)
+	require.NoError(t, s.Start(context.Background()))
+	require.Eventually(t, func() bool { return m.pluginCount() == 1 }, 5*time.Second, time.Millisecond,
+		"the plugin joins")
+
+	s.Stop()
+	start := &api.StartContainerRequest{Pod: pod(), Container: ctr()}
+	require.Eventually(t, func() bool {
+		require.NoError(t, r.StartContainer(context.Background(), start))
+		return m.pluginCount() == 0
+	}, 5*time.Second, 10*time.Millisecond, "the plugin count after the plugin left")
 }

@@ -193,6 +193,17 @@ impl Plugin {
         }
     }
 
+    /// Tells the core once the plugin's connection is gone, so that the
+    /// next event prunes it (and refreshes the plugin count) even when no
+    /// plugin takes that event. Builtin and WASM plugins have no
+    /// connection to lose: the core closes them itself.
+    pub(crate) async fn report_when_gone(self: Arc<Self>) {
+        if matches!(self.transport, Transport::Ttrpc { .. }) {
+            self.gone().await;
+            self.core.note_closed(&self);
+        }
+    }
+
     /// The largest Synchronize message this plugin is sent: ttrpc's limit,
     /// except for a WASM module, which is handed the state whole in its
     /// memory, as upstream hands it.

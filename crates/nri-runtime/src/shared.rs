@@ -93,6 +93,12 @@ pub(crate) struct Core {
 /// bits are an [`EventMask`].
 pub(crate) const RUNNING: u64 = 1 << 63;
 
+/// The bit of [`Core::state`] saying a plugin in the list is closed: the
+/// next event must enter the core, whoever takes it, to prune the plugin
+/// and refresh the plugin count, as upstream does at the end of every
+/// event.
+const PRUNE_PENDING: u64 = 1 << 62;
+
 impl Core {
     pub(crate) fn handle(&self) -> Option<tokio::runtime::Handle> {
         self.handle
@@ -232,6 +238,7 @@ impl Core {
         let state = self.state.load(Ordering::Acquire);
         let mask = EventMask::from_raw(state as u32 as i32);
         state & RUNNING == 0
+            || state & PRUNE_PENDING != 0
             || !EventMask::VALID.is_set(event)
             || mask.is_set(event)
             || (event == Event::CREATE_CONTAINER
@@ -250,8 +257,23 @@ impl Core {
             .iter()
             .fold(0u32, |m, p| m | p.events().raw() as u32);
         let running = if running { RUNNING } else { 0 };
+        let prune = if plugins.iter().any(|p| p.is_closed()) {
+            PRUNE_PENDING
+        } else {
+            0
+        };
         self.state
-            .store(u64::from(events) | running, Ordering::Release);
+            .store(u64::from(events) | running | prune, Ordering::Release);
+    }
+
+    /// Marks the list as holding a closed plugin, if `plugin` is still in
+    /// it ([`PRUNE_PENDING`]). Under the list's lock, so that no
+    /// [`Core::publish`] in progress overwrites the mark.
+    pub(crate) fn note_closed(&self, plugin: &Arc<Plugin>) {
+        let plugins = self.lock_plugins();
+        if plugins.iter().any(|p| Arc::ptr_eq(p, plugin)) {
+            self.state.fetch_or(PRUNE_PENDING, Ordering::AcqRel);
+        }
     }
 
     /// Republishes the events after the locked list `plugins` changed.
@@ -268,6 +290,7 @@ impl Core {
     /// arrival order, which upstream leaves unspecified).
     /// After a stop, they are closed instead.
     pub(crate) fn add_plugins(&self, new: impl IntoIterator<Item = Arc<Plugin>>) {
+        let new: Vec<_> = new.into_iter().collect();
         let count = {
             let mut plugins = self.lock_plugins();
             if !self.accepting.load(Ordering::Acquire) {
@@ -278,11 +301,14 @@ impl Core {
                 }
                 return;
             }
-            plugins.extend(new);
+            plugins.extend(new.iter().cloned());
             plugins.sort_by(|a, b| a.idx.cmp(&b.idx));
             self.publish_events(&plugins);
             plugins.len()
         };
+        for p in new {
+            self.spawn(p.report_when_gone());
+        }
         self.metrics.update_plugin_count(count);
     }
 
@@ -321,6 +347,9 @@ impl Core {
             self.publish_events(&plugins);
             (added, replaced, plugins.len())
         };
+        if added {
+            self.spawn(Arc::clone(plugin).report_when_gone());
+        }
         self.metrics.update_plugin_count(count);
         Activation::Active { added, replaced }
     }
