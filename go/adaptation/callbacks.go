@@ -46,7 +46,7 @@ func nriGoSync(h C.uintptr_t, cb *C.nri_sync_cb, reply *C.nri_reply) {
 	raceIOSync()
 	defer raceIOSync()
 	defer recoverInto(reply, "SyncFn")
-	r := cgo.Handle(h).Value().(*runtimeCallbacks)
+	r := handleValue(h).(*runtimeCallbacks)
 	syncCB := func(_ context.Context, pods []*PodSandbox, containers []*Container) ([]*ContainerUpdate, error) {
 		return syncStream(cb, pods, containers)
 	}
@@ -130,7 +130,7 @@ var syncEncoding = proto.MarshalOptions{UseCachedSize: true}
 //export nriGoSyncEncode
 func nriGoSyncEncode(h C.uintptr_t, podsFrom, podsTo, ctrsFrom, ctrsTo C.size_t, out *C.uint8_t, n C.size_t, reply *C.nri_reply) {
 	defer recoverInto(reply, "SyncCB")
-	s := cgo.Handle(h).Value().(*syncState)
+	s := handleValue(h).(*syncState)
 	// Appending within the capacity writes to the core's buffer; an
 	// encoding longer than the sizes said would move to Go memory, and is
 	// refused below.
@@ -168,7 +168,7 @@ func nriGoUpdate(h C.uintptr_t, req *C.uint8_t, n C.size_t, reply *C.nri_reply) 
 	raceIOSync()
 	defer raceIOSync()
 	defer recoverInto(reply, "UpdateFn")
-	r := cgo.Handle(h).Value().(*runtimeCallbacks)
+	r := handleValue(h).(*runtimeCallbacks)
 	in := &api.UpdateContainersRequest{}
 	if err := unmarshalC(req, n, in); err != nil {
 		replyError(reply, err.Error())
@@ -224,7 +224,7 @@ func nriGoBuiltin(h C.uintptr_t, op C.uint32_t, req *C.uint8_t, n C.size_t, repl
 	raceIOSync()
 	defer raceIOSync()
 	defer recoverInto(reply, "builtin plugin")
-	b := cgo.Handle(h).Value().(*builtin.BuiltinPlugin)
+	b := handleValue(h).(*builtin.BuiltinPlugin)
 	call, ok := builtinOps[op]
 	if !ok {
 		call, ok = builtinStateOps[op]
@@ -248,7 +248,7 @@ func nriGoInvocation(h C.uintptr_t, plugin, op, cerr *C.char) {
 	if cerr != nil {
 		err = fmt.Errorf("%s", C.GoString(cerr))
 	}
-	cgo.Handle(h).Value().(Metrics).RecordPluginInvocation(C.GoString(plugin), C.GoString(op), err)
+	handleValue(h).(Metrics).RecordPluginInvocation(C.GoString(plugin), C.GoString(op), err)
 }
 
 //export nriGoLatency
@@ -256,7 +256,7 @@ func nriGoLatency(h C.uintptr_t, plugin, op *C.char, nanos C.uint64_t) {
 	raceIOSync()
 	defer raceIOSync()
 	defer func() { _ = recover() }()
-	cgo.Handle(h).Value().(Metrics).RecordPluginLatency(C.GoString(plugin), C.GoString(op), time.Duration(nanos))
+	handleValue(h).(Metrics).RecordPluginLatency(C.GoString(plugin), C.GoString(op), time.Duration(nanos))
 }
 
 //export nriGoAdjustments
@@ -271,7 +271,7 @@ func nriGoAdjustments(h C.uintptr_t, plugin, op *C.char, adj *C.uint8_t, n C.siz
 			adjust = nil
 		}
 	}
-	cgo.Handle(h).Value().(Metrics).RecordPluginAdjustments(C.GoString(plugin), C.GoString(op), adjust, int(updates), int(evicts))
+	handleValue(h).(Metrics).RecordPluginAdjustments(C.GoString(plugin), C.GoString(op), adjust, int(updates), int(evicts))
 }
 
 //export nriGoPluginCount
@@ -279,7 +279,7 @@ func nriGoPluginCount(h C.uintptr_t, count C.size_t) {
 	raceIOSync()
 	defer raceIOSync()
 	defer func() { _ = recover() }()
-	cgo.Handle(h).Value().(Metrics).UpdatePluginCount(int(count))
+	handleValue(h).(Metrics).UpdatePluginCount(int(count))
 }
 
 //export nriGoDeprecation
@@ -287,7 +287,7 @@ func nriGoDeprecation(h C.uintptr_t, d C.uint32_t, plugin, details *C.char) {
 	raceIOSync()
 	defer raceIOSync()
 	defer func() { _ = recover() }()
-	cgo.Handle(h).Value().(DeprecationRecorder).PluginWarning(context.Background(), Deprecation(d), C.GoString(plugin), C.GoString(details))
+	handleValue(h).(DeprecationRecorder).PluginWarning(context.Background(), Deprecation(d), C.GoString(plugin), C.GoString(details))
 }
 
 //export nriGoAudit
@@ -295,7 +295,7 @@ func nriGoAudit(h C.uintptr_t, json *C.char, n C.size_t) {
 	raceIOSync()
 	defer raceIOSync()
 	defer func() { _ = recover() }()
-	cgo.Handle(h).Value().(AuditFunc)(C.GoBytes(unsafe.Pointer(json), C.int(n)))
+	handleValue(h).(AuditFunc)(C.GoBytes(unsafe.Pointer(json), C.int(n)))
 }
 
 //export nriGoLog

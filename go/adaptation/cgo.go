@@ -20,6 +20,8 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"runtime/cgo"
 	"sync"
 	"unsafe"
 
@@ -107,6 +109,19 @@ func takeError(status C.nri_status, cerr *C.nri_error) error {
 	}
 	defer C.nri_error_free(cerr)
 	return goError(readError(cerr))
+}
+
+// handleValue is the Go value a callback's handle stands for. Built with
+// the nri_debug_gc tag (debug_gc.go), it collects garbage first: a Go value
+// that the core still uses but that nothing keeps alive (a missing
+// runtime.KeepAlive after a C call) is then finalized at once, and a test
+// fails, where in a daemon it would fail only when a collection happened
+// to fall at that moment.
+func handleValue(h C.uintptr_t) any {
+	if debugGC {
+		runtime.GC()
+	}
+	return cgo.Handle(h).Value()
 }
 
 // bytesArg is the pointer C gets for a Go byte slice lent for one call.

@@ -68,7 +68,7 @@ func nriGoWasmCall(h, module C.uintptr_t, method *C.char, req *C.uint8_t, n C.si
 			status = C.NRI_WASM_STATUS_DEAD
 		}
 	}()
-	m := cgo.Handle(module).Value().(*wasmModule)
+	m := handleValue(module).(*wasmModule)
 	// The request is read in place: the engine copies it into the module's
 	// memory before this callback returns. The reply is copied from the
 	// module's memory into the core's reply directly; should the call fail
