@@ -10,9 +10,10 @@ use protobuf::{Message, MessageField};
 use nri_api::{PluginInstance, ValidateContainerAdjustmentRequest};
 use nri_runtime::fuzzing::CreateResult;
 use nri_validator::{
-    yaml, DefaultValidator, DefaultValidatorConfig, PermissionKind, PluginPermissions, ANY_PLUGIN,
+    DefaultValidator, DefaultValidatorConfig, PermissionKind, PluginPermissions, ANY_PLUGIN,
     REQUIRED_PLUGINS_ANNOTATION,
 };
+use nri_yaml as yaml;
 
 use crate::merge::{plugin_name, Reply};
 

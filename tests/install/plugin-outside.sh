@@ -34,9 +34,9 @@ quiet() {
 }
 
 # Every crate meant for crates.io; the template needs the first five (the
-# kit reads YAML with nri-validator's decoder).
-crates=(nri-api nri-stub-macros nri-stub nri-plugin-kit nri-validator nri-spec nri-wasm nri-runtime nri-capi)
-needed=(nri-api nri-stub-macros nri-stub nri-plugin-kit nri-validator)
+# kit reads YAML with nri-yaml).
+crates=(nri-api nri-yaml nri-stub-macros nri-stub nri-plugin-kit nri-validator nri-spec nri-wasm nri-runtime nri-capi)
+needed=(nri-api nri-yaml nri-stub-macros nri-stub nri-plugin-kit)
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$root/Cargo.toml")
 [ -n "$version" ] || fail "no [workspace.package] version in $root/Cargo.toml"
 # What an author outside asks for: "0.1" for 0.1.x.
@@ -100,7 +100,7 @@ if grep -q '^warning' "$work/build.log"; then
 fi
 
 # Every nri crate in its graph is an unpacked package, none of the runtime
-# side is among them.
+# side or the validator is among them.
 tree=$("$cargo" tree --offline -e normal,build --prefix none | sed 's/ (\*)$//' | sort -u)
 nri=$(grep '^nri-' <<<"$tree" || true)
 while IFS= read -r line; do
@@ -110,7 +110,7 @@ while IFS= read -r line; do
     *) fail "not from the unpacked packages: $line" ;;
     esac
 done <<<"$nri"
-for bad in nri-runtime nri-spec nri-capi; do
+for bad in nri-runtime nri-spec nri-capi nri-validator; do
     if grep -q "^$bad v" <<<"$nri"; then fail "the plugin depends on $bad"; fi
 done
 

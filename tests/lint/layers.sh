@@ -12,16 +12,21 @@ cd "$(dirname "$0")/../.."
 # crate: the nri-rs crates it must never depend on.
 forbidden() {
     case "$1" in
-        nri-api) echo "nri-stub nri-stub-macros nri-validator nri-spec nri-wasm nri-runtime nri-capi" ;;
-        nri-stub-macros) echo "nri-api nri-stub nri-validator nri-spec nri-wasm nri-runtime nri-capi" ;;
+        nri-api) echo "nri-yaml nri-stub nri-stub-macros nri-validator nri-spec nri-wasm nri-runtime nri-capi" ;;
+        nri-yaml) echo "nri-api nri-stub nri-stub-macros nri-validator nri-spec nri-wasm nri-runtime nri-capi" ;;
+        nri-stub-macros) echo "nri-api nri-yaml nri-stub nri-validator nri-spec nri-wasm nri-runtime nri-capi" ;;
         nri-stub) echo "nri-validator nri-spec nri-wasm nri-runtime nri-capi" ;;
         nri-validator) echo "nri-stub nri-stub-macros nri-spec nri-wasm nri-runtime nri-capi" ;;
         nri-spec) echo "nri-stub nri-stub-macros nri-validator nri-wasm nri-runtime nri-capi" ;;
         nri-wasm) echo "nri-stub nri-stub-macros nri-validator nri-spec nri-runtime nri-capi" ;;
         nri-runtime) echo "nri-stub nri-stub-macros nri-spec nri-capi" ;;
         nri-capi) echo "nri-stub nri-stub-macros" ;;
-        # Sample plugins: the plugin side only.
-        *) echo "nri-spec nri-wasm nri-runtime nri-capi" ;;
+        # The validator run as an external plugin: its whole job is
+        # nri_validator::DefaultValidator.
+        nri-default-validator) echo "nri-spec nri-wasm nri-runtime nri-capi" ;;
+        # Sample plugins: the plugin side only (YAML comes from nri-yaml,
+        # through the kit).
+        *) echo "nri-validator nri-spec nri-wasm nri-runtime nri-capi" ;;
     esac
 }
 

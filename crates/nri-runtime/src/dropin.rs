@@ -47,8 +47,7 @@ fn parse(text: &str) -> Result<RuntimeDropin, String> {
         return Ok(RuntimeDropin::default());
     }
     let mut unknown = Vec::new();
-    let keys: Keys =
-        nri_validator::yaml::from_str(text, |k| unknown.push(k)).map_err(|e| e.to_string())?;
+    let keys: Keys = nri_yaml::from_str(text, |k| unknown.push(k)).map_err(|e| e.to_string())?;
     if let Some(key) = unknown.first() {
         return Err(format!("unknown key {key:?}"));
     }

@@ -283,7 +283,7 @@ impl IdentityPolicy {
     /// criterion would otherwise let anyone in.
     pub fn from_yaml(text: &str) -> Result<IdentityPolicy, PolicyError> {
         let policy: IdentityPolicy =
-            nri_validator::yaml::from_str(text, |_| {}).map_err(|e| PolicyError(e.to_string()))?;
+            nri_yaml::from_str(text, |_| {}).map_err(|e| PolicyError(e.to_string()))?;
         for rule in &policy.rules {
             if rule.plugins.is_empty() {
                 return Err(PolicyError("a rule names no plugins".into()));

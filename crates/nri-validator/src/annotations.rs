@@ -7,8 +7,6 @@
 
 use nri_api::PodSandbox;
 
-use crate::yaml;
-
 use nri_api::quote::go_quote;
 
 /// Domain of the NRI-specific annotations.
@@ -69,13 +67,13 @@ pub(crate) fn parse_go_bool(value: &str) -> Result<bool, String> {
 /// The error is our YAML reader's text (with the index of a bad item),
 /// which differs from go-yaml's; the caller names the annotation. The
 /// work is linear in the value's length, aliases included (see
-/// [`crate::yaml::parse`]).
+/// [`nri_yaml::parse`]).
 pub(crate) fn parse_plugin_list(value: &str) -> Result<Vec<String>, String> {
-    let Some(document) = yaml::parse(value).map_err(|e| e.to_string())? else {
+    let Some(document) = nri_yaml::parse(value).map_err(|e| e.to_string())? else {
         return Ok(Vec::new());
     };
     let items: Option<Vec<Option<String>>> =
-        yaml::decode(yaml::NodeDe(&document), &mut |_| {}).map_err(|e| e.to_string())?;
+        nri_yaml::decode(nri_yaml::NodeDe(&document), &mut |_| {}).map_err(|e| e.to_string())?;
     Ok(items.into_iter().flatten().flatten().collect())
 }
 

@@ -10,7 +10,6 @@
 pub mod annotations;
 pub mod as_read;
 pub mod permissions;
-pub mod yaml;
 
 #[cfg(test)]
 mod tests;
@@ -155,7 +154,7 @@ impl DefaultValidatorConfig {
         if text.trim().is_empty() {
             return Ok(Self::default());
         }
-        yaml::from_str(text, unknown).map_err(|e| ConfigError(e.to_string()))
+        nri_yaml::from_str(text, unknown).map_err(|e| ConfigError(e.to_string()))
     }
 }
 

@@ -13,7 +13,7 @@
 //! Known difference: a *quoted* number is accepted where Go wants a number
 //! (Go rejects `major: "1"`); we accept more, never less.
 
-use nri_validator::yaml::{self, Node, Resolved};
+use nri_yaml::{self as yaml, Node, Resolved};
 use serde::de::{
     self, DeserializeOwned, DeserializeSeed, IntoDeserializer, MapAccess, SeqAccess, Visitor,
 };

@@ -9,7 +9,7 @@
 use log::{debug, error, info, warn};
 use nri_stub::api::{Container, ContainerAdjustment, ContainerUpdate, Mount, PodSandbox};
 use nri_stub::{HandlerResult, Plugin};
-use nri_validator::effective_annotation;
+use plugin_kit::annotations::{effective_keys, lookup_annotation};
 use plugin_kit::{Flags, StubOptions};
 
 const WRITABLE_CGROUPS_ANNOTATION: &str = "writable-cgroups.noderesource.dev";
@@ -113,7 +113,8 @@ impl WritableCgroups {
             "namespace={} pod={} container={}",
             pod.namespace, pod.name, ctr.name
         );
-        let enabled = match effective_annotation(pod, WRITABLE_CGROUPS_ANNOTATION, &ctr.name) {
+        let keys = effective_keys(WRITABLE_CGROUPS_ANNOTATION, "", &ctr.name);
+        let enabled = match lookup_annotation(&pod.annotations, &keys) {
             Some(value) => {
                 debug!("{who}: found effective annotation {WRITABLE_CGROUPS_ANNOTATION}={value:?}");
                 value == "true"
@@ -273,6 +274,17 @@ mod tests {
             )
             .unwrap();
         assert_eq!(none, ContainerAdjustment::new());
+        // The container's own key outranks the pod-wide one.
+        let adj = p
+            .adjust(
+                &pod(&[
+                    ("writable-cgroups.noderesource.dev/pod", "false"),
+                    ("writable-cgroups.noderesource.dev/container.c", "true"),
+                ]),
+                &ctr(&["ro"]),
+            )
+            .unwrap();
+        assert_eq!(adj.mounts.len(), 2);
         // Host without nsdelegate: nothing.
         let off = WritableCgroups {
             host_ns_delegate: false,

@@ -1,6 +1,8 @@
 //! The YAML reader of nri-rs: the default validator's configuration and
-//! annotations are read with it, and the sample plugins' kit builds its
-//! Go-style decoding on its [`Node`] tree.
+//! annotations, and the runtime's drop-ins and identity policy, are read
+//! with it, and the sample plugins' kit builds its Go-style decoding on its
+//! [`Node`] tree. A crate of its own, on nothing of ours, so that a plugin
+//! reads YAML without compiling the validator.
 //!
 //! # Why this parser
 //!
