@@ -763,11 +763,12 @@ nri_status nri_adaptation_start(const struct nri_adaptation *a, struct nri_error
 nri_status nri_adaptation_stop(const struct nri_adaptation *a, struct nri_error **err);
 
 /**
- * Whether `event` (an NRI `Event` number: 1 RunPodSandbox ... 4
- * CreateContainer ...) would reach any plugin now. False only while the
- * adaptation runs and no active plugin subscribes to the event (for
- * CreateContainer: and no validator is active; for RunPodSandbox: and
- * required plugins do not guard pods). Such an event succeeds
+ * Whether `event` (an `nri_event` number) must reach the core now. False
+ * only while the adaptation runs, no active plugin subscribes to the
+ * event (for CreateContainer: and no validator is active; for
+ * RunPodSandbox: and required plugins do not guard pods) and no plugin
+ * has left since the last event (the next event prunes it and reports
+ * the new plugin count, as upstream's does). Such an event succeeds
  * without any plugin seeing it, with the response it has when no plugin
  * answers, so a runtime may skip it and save encoding the request. True
  * for a NULL handle, an unknown event, or an adaptation not running: the

@@ -201,10 +201,11 @@ impl Adaptation {
         Ok(())
     }
 
-    /// Whether `event` would reach any plugin now. False only while running
-    /// and no active plugin subscribes to it (for `CreateContainer`: and no
+    /// Whether `event` must reach the core now. False only while running,
+    /// no active plugin subscribes to it (for `CreateContainer`: and no
     /// validator is active; for `RunPodSandbox`: and required plugins do not
-    /// guard pods). The event's outcome is then known: success
+    /// guard pods) and no plugin has left since the last event (which the
+    /// next event prunes, as upstream's does). The event's outcome is then known: success
     /// with the response of an event no plugin saw. A runtime may skip the
     /// event and save encoding the request (the Go wrapper does).
     pub fn wants_event(&self, event: Event) -> bool {

@@ -228,12 +228,13 @@ impl Core {
         self.plugins.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether `event` would reach a plugin now. False only while running
+    /// Whether `event` must reach the core now. False only while running
     /// with no plugin subscribed to it (for CreateContainer, no validator
-    /// either): the event's outcome is then known without running it, and
-    /// a caller may skip it, as upstream costs nothing without plugins. One
-    /// load of a word published with the plugin list, so running and the
-    /// subscriptions are seen as they were at one instant.
+    /// either) and no closed plugin left to prune: the event's outcome is
+    /// then known without running it, and a caller may skip it, as
+    /// upstream costs nothing without plugins. One load of a word published
+    /// with the plugin list, so running, the subscriptions and a pending
+    /// prune are seen as they were at one instant.
     pub(crate) fn wants(&self, event: Event) -> bool {
         let state = self.state.load(Ordering::Acquire);
         let mask = EventMask::from_raw(state as u32 as i32);
