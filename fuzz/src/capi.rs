@@ -290,39 +290,23 @@ fn shared() -> *const nri_adaptation {
      .0
 }
 
-type WithRsp = unsafe extern "C" fn(
-    *const nri_adaptation,
-    *const u8,
-    usize,
-    *mut nri_buffer,
-    *mut *mut nri_error,
-) -> nri_status;
-type NoRsp = unsafe extern "C" fn(
-    *const nri_adaptation,
-    *const u8,
-    usize,
-    *mut *mut nri_error,
-) -> nri_status;
-
-enum Call {
-    Rsp(WithRsp),
-    Plain(NoRsp),
-}
-
-const EVENTS: [Call; 13] = [
-    Call::Plain(nri_adaptation_run_pod_sandbox),
-    Call::Rsp(nri_adaptation_update_pod_sandbox),
-    Call::Plain(nri_adaptation_post_update_pod_sandbox),
-    Call::Plain(nri_adaptation_stop_pod_sandbox),
-    Call::Plain(nri_adaptation_remove_pod_sandbox),
-    Call::Rsp(nri_adaptation_create_container),
-    Call::Plain(nri_adaptation_post_create_container),
-    Call::Plain(nri_adaptation_start_container),
-    Call::Plain(nri_adaptation_post_start_container),
-    Call::Rsp(nri_adaptation_update_container),
-    Call::Plain(nri_adaptation_post_update_container),
-    Call::Rsp(nri_adaptation_stop_container),
-    Call::Plain(nri_adaptation_remove_container),
+/// The events, in the order the selector byte numbers them, and whether
+/// each has a response. All go through `nri_adaptation_event`, the one
+/// entry point.
+const EVENTS: [(nri_event, bool); 13] = [
+    (nri_event::RunPodSandbox, false),
+    (nri_event::UpdatePodSandbox, true),
+    (nri_event::PostUpdatePodSandbox, false),
+    (nri_event::StopPodSandbox, false),
+    (nri_event::RemovePodSandbox, false),
+    (nri_event::CreateContainer, true),
+    (nri_event::PostCreateContainer, false),
+    (nri_event::StartContainer, false),
+    (nri_event::PostStartContainer, false),
+    (nri_event::UpdateContainer, true),
+    (nri_event::PostUpdateContainer, false),
+    (nri_event::StopContainer, true),
+    (nri_event::RemoveContainer, false),
 ];
 
 /// Flags of the input's second byte.
@@ -365,7 +349,7 @@ pub fn capi(data: &[u8]) {
     let cut = u16::from_le_bytes([lo, hi]) as usize % (rest.len() + 1);
     let (a, b) = rest.split_at(cut);
     match sel % 20 {
-        n @ 0..=12 => event(&EVENTS[n as usize], a, b, &flags),
+        n @ 0..=12 => event(EVENTS[n as usize], a, b, &flags),
         13 => sync_state(a, b, &flags),
         14 => spec_adjust(a, b, &flags),
         15 => spec_update_resources(a, b, &flags),
@@ -408,7 +392,7 @@ fn with_output(
     st
 }
 
-fn event(call: &Call, req: &[u8], reply: &[u8], flags: &Flags) {
+fn event((ev, has_response): (nri_event, bool), req: &[u8], reply: &[u8], flags: &Flags) {
     let a = shared();
     {
         let mut s = script();
@@ -416,14 +400,18 @@ fn event(call: &Call, req: &[u8], reply: &[u8], flags: &Flags) {
         s.reply_mode = flags.reply_mode();
     }
     let ptr = ptr_of(req, flags.null_input() && !req.is_empty());
-    let st = match call {
-        Call::Rsp(f) => with_output(flags, |out, err| unsafe { f(a, ptr, req.len(), out, err) }),
-        Call::Plain(f) => {
-            let mut err = null_mut();
-            let st = unsafe { f(a, ptr, req.len(), err_slot(flags, &mut err)) };
-            check_outcome(st, true, err);
-            st
-        }
+    let (ev, no_cancel) = (ev as i32, std::ptr::null());
+    let st = if has_response {
+        with_output(flags, |out, err| unsafe {
+            nri_adaptation_event(a, ev, no_cancel, ptr, req.len(), out, err)
+        })
+    } else {
+        let mut err = null_mut();
+        let err_ptr = err_slot(flags, &mut err);
+        let st =
+            unsafe { nri_adaptation_event(a, ev, no_cancel, ptr, req.len(), null_mut(), err_ptr) };
+        check_outcome(st, true, err);
+        st
     };
     if flags.null_input() && !req.is_empty() {
         assert_eq!(

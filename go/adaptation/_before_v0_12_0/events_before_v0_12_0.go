@@ -83,17 +83,17 @@ func decodeStateEvent(ev api.Event, in []byte) (*api.StateChangeEvent, error) {
 	return evt, nil
 }
 
-// stateChangeEvents are the events StateChange relays, and how.
-var stateChangeEvents = map[api.Event]cEvent{
-	api.Event_RUN_POD_SANDBOX:         cRunPodSandbox,
-	api.Event_POST_UPDATE_POD_SANDBOX: cPostUpdatePodSandbox,
-	api.Event_STOP_POD_SANDBOX:        cStopPodSandbox,
-	api.Event_REMOVE_POD_SANDBOX:      cRemovePodSandbox,
-	api.Event_POST_CREATE_CONTAINER:   cPostCreateContainer,
-	api.Event_START_CONTAINER:         cStartContainer,
-	api.Event_POST_START_CONTAINER:    cPostStartContainer,
-	api.Event_POST_UPDATE_CONTAINER:   cPostUpdateContainer,
-	api.Event_REMOVE_CONTAINER:        cRemoveContainer,
+// stateChangeEvents are the events StateChange relays.
+var stateChangeEvents = map[api.Event]bool{
+	api.Event_RUN_POD_SANDBOX:         true,
+	api.Event_POST_UPDATE_POD_SANDBOX: true,
+	api.Event_STOP_POD_SANDBOX:        true,
+	api.Event_REMOVE_POD_SANDBOX:      true,
+	api.Event_POST_CREATE_CONTAINER:   true,
+	api.Event_START_CONTAINER:         true,
+	api.Event_POST_START_CONTAINER:    true,
+	api.Event_POST_UPDATE_CONTAINER:   true,
+	api.Event_REMOVE_CONTAINER:        true,
 }
 
 // StateChange relays a state change to the plugins, as the method of that
@@ -103,9 +103,8 @@ func (r *Adaptation) StateChange(ctx context.Context, evt *StateChangeEvent) err
 	if evt.GetEvent() == api.Event_UNKNOWN {
 		return errors.New("invalid (unset) event in state change notification")
 	}
-	call, ok := stateChangeEvents[evt.GetEvent()]
-	if !ok {
+	if !stateChangeEvents[evt.GetEvent()] {
 		return nil
 	}
-	return r.event(ctx, evt.GetEvent(), evt, call)
+	return r.event(ctx, evt.GetEvent(), evt)
 }
