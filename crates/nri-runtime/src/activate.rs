@@ -160,7 +160,10 @@ pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
             return;
         }
     };
-    let within = core.activate_within_sync.then(|| Arc::clone(&core));
+    let within = core.activate_within_sync.then(|| {
+        let core = Arc::clone(&core);
+        Box::new(move |p: &Arc<Plugin>| make_active(&core, p, false)) as sync::OnSynchronized
+    });
     let cb = SyncCb::new(
         sync::SyncTargets::External(Arc::clone(&plugin), within),
         core.next_stop(),

@@ -15,8 +15,8 @@ use crate::call::Request;
 use crate::shared::Core;
 use crate::thread::RuntimeThread;
 use crate::{
-    call, callbacks, connect, events, listener, sync, BuiltinPlugin, Error, Options,
-    PluginSyncBlock, SyncFn, UpdateFn, NRI_VERSION,
+    call, connect, events, listener, sync, BuiltinPlugin, Error, Options, PluginSyncBlock, SyncFn,
+    UpdateFn, NRI_VERSION,
 };
 
 /// The NRI runtime adaptation (upstream `Adaptation`).
@@ -74,7 +74,7 @@ impl Adaptation {
             update_fn: Box::new(update_fn),
             metrics: opts
                 .metrics
-                .unwrap_or_else(|| Arc::new(callbacks::NoMetrics)),
+                .unwrap_or_else(|| Arc::new(crate::metrics::NoMetrics)),
             deprecation: opts.deprecation,
             registration_timeout: opts.registration_timeout,
             request_timeout: opts.request_timeout,

@@ -1,16 +1,16 @@
 //! What the runtime plugs into the adaptation: its state synchronization and
-//! container update functions, a metrics sink and a deprecation recorder.
+//! container update functions (its metrics sink and deprecation recorder
+//! are in `metrics.rs`).
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::shared::NextStop;
 use super::sync::{EncodedState, StateSource, SyncTargets};
+use super::thread::NextStop;
 use super::{BoxError, Error};
-use nri_api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
+use nri_api::{Container, ContainerUpdate, PodSandbox};
 
 /// The runtime's state synchronization (upstream `SyncFn`).
 ///
@@ -122,52 +122,4 @@ impl std::fmt::Debug for SyncCb {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("SyncCb")
     }
-}
-
-/// Plugin metrics (upstream `Metrics`). `plugin` is the full `idx-name`,
-/// `op` the event's pretty name or `Synchronize`. Called while events are
-/// dispatched, from the adaptation's thread or, for an event that waits
-/// for one plugin, from the thread polling the event: keep it quick.
-pub trait Metrics: Send + Sync + 'static {
-    /// Every relayed call, failed ones included; not unsubscribed events.
-    fn record_plugin_invocation(&self, _plugin: &str, _op: &str, _err: Option<&Error>) {}
-    fn record_plugin_latency(&self, _plugin: &str, _op: &str, _latency: Duration) {}
-    fn record_plugin_adjustments(
-        &self,
-        _plugin: &str,
-        _op: &str,
-        _adjust: Option<&ContainerAdjustment>,
-        _updates: usize,
-        _evicts: usize,
-    ) {
-    }
-    /// The number of active plugins, after every event and registration.
-    fn update_plugin_count(&self, _count: usize) {}
-}
-
-/// The default metrics sink: records nothing.
-pub(crate) struct NoMetrics;
-impl Metrics for NoMetrics {}
-
-/// A deprecated NRI feature a plugin still uses (upstream `Deprecation`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(i32)]
-pub enum Deprecation {
-    /// The plugin has no dedicated RPC for an event and gets `StateChange`.
-    StateChange = 1,
-}
-
-impl std::fmt::Display for Deprecation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Deprecation::StateChange => f.write_str("deprecated StateChange"),
-        }
-    }
-}
-
-/// Told about plugins using deprecated features (upstream
-/// `DeprecationRecorder`), once per plugin, feature and event, where the
-/// event runs (see [`Metrics`]).
-pub trait DeprecationRecorder: Send + Sync + 'static {
-    fn plugin_warning(&self, deprecation: Deprecation, plugin: &str, details: &str);
 }

@@ -10,7 +10,7 @@
 //! Unknown keys and bad values are errors that name the file and the key:
 //! a misspelled timeout must not quietly be the global one.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -31,8 +31,7 @@ struct Keys {
 
 /// Reads the runtime drop-in of plugin `<idx>-<base>`, if there is one.
 pub(crate) fn read(dir: &Path, idx: &str, base: &str) -> Result<RuntimeDropin, Error> {
-    let Some((path, bytes)) =
-        crate::launch::read_named(dir, idx, base, ".runtime.yaml", "runtime drop-in")?
+    let Some((path, bytes)) = read_named(dir, idx, base, ".runtime.yaml", "runtime drop-in")?
     else {
         return Ok(RuntimeDropin::default());
     };
@@ -111,6 +110,32 @@ pub(crate) fn parse_go_duration(text: &str) -> Result<Duration, String> {
         return Err("out of range".into());
     }
     Ok(Duration::from_nanos(total.round() as u64))
+}
+
+/// The first of `<dir>/<idx>-<base><ext>` and `<dir>/<base><ext>` that
+/// exists, with its contents; a file that exists but cannot be read is an
+/// error naming it as `what`.
+pub(crate) fn read_named(
+    dir: &Path,
+    idx: &str,
+    base: &str,
+    ext: &str,
+    what: &str,
+) -> Result<Option<(PathBuf, Vec<u8>)>, Error> {
+    for file in [format!("{idx}-{base}{ext}"), format!("{base}{ext}")] {
+        let path = dir.join(file);
+        match std::fs::read(&path) {
+            Ok(bytes) => return Ok(Some((path, bytes))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(Error::Start(format!(
+                    "failed to read {what} {}: {e}",
+                    path.display()
+                )))
+            }
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]

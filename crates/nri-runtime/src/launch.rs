@@ -76,35 +76,11 @@ pub(crate) fn discover(dir: &Path, dropin_dir: &Path) -> Result<Vec<Discovered>,
 /// The plugin's configuration: `<dropin>/<idx>-<base>.conf`, else
 /// `<dropin>/<base>.conf`, else empty.
 fn read_dropin(dropin_dir: &Path, idx: &str, base: &str) -> Result<String, Error> {
-    Ok(read_named(dropin_dir, idx, base, ".conf", "configuration")?
-        .map(|(_, bytes)| String::from_utf8_lossy(&bytes).into_owned())
-        .unwrap_or_default())
-}
-
-/// The first of `<dir>/<idx>-<base><ext>` and `<dir>/<base><ext>` that
-/// exists, with its contents; a file that exists but cannot be read is an
-/// error naming it as `what`.
-pub(crate) fn read_named(
-    dir: &Path,
-    idx: &str,
-    base: &str,
-    ext: &str,
-    what: &str,
-) -> Result<Option<(PathBuf, Vec<u8>)>, Error> {
-    for file in [format!("{idx}-{base}{ext}"), format!("{base}{ext}")] {
-        let path = dir.join(file);
-        match std::fs::read(&path) {
-            Ok(bytes) => return Ok(Some((path, bytes))),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => {
-                return Err(Error::Start(format!(
-                    "failed to read {what} {}: {e}",
-                    path.display()
-                )))
-            }
-        }
-    }
-    Ok(None)
+    Ok(
+        dropin::read_named(dropin_dir, idx, base, ".conf", "configuration")?
+            .map(|(_, bytes)| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default(),
+    )
 }
 
 /// Starts the plugin process with the peer end of a socketpair as fd 3 and

@@ -52,6 +52,7 @@ mod error;
 mod identity;
 mod launch;
 mod listener;
+mod metrics;
 mod names;
 mod options;
 mod plugin;
@@ -69,9 +70,10 @@ pub use audit::{
     Omitted, DEFAULT_AUDIT_RECORD_LIMIT,
 };
 pub use builtin::{BuiltinHandlers, BuiltinPlugin};
-pub use callbacks::{Deprecation, DeprecationRecorder, Metrics, SyncCb, SyncFn, UpdateFn};
+pub use callbacks::{SyncCb, SyncFn, UpdateFn};
 pub use error::{BoxError, CallCause, Error};
 pub use identity::{IdentityPolicy, PeerIdentity, PolicyError};
+pub use metrics::{Deprecation, DeprecationRecorder, Metrics};
 pub use options::{
     set_plugin_registration_timeout, set_plugin_request_timeout, Options,
     DEFAULT_PLUGIN_CONFIG_PATH, DEFAULT_PLUGIN_PATH, DEFAULT_SOCKET_PATH, NRI_VERSION,

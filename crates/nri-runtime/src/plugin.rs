@@ -24,6 +24,9 @@ use nri_api::mux::Mux;
 use nri_api::{self as api, Event, EventMask};
 use protobuf::Message;
 
+/// The plugin service's method a state is sent with.
+pub(crate) const SYNCHRONIZE: &str = "Synchronize";
+
 /// Where a plugin came from; shown in logs as upstream does
 /// (`external:10-foo[1234]`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,7 +213,7 @@ impl Plugin {
     pub(crate) fn message_limit(&self) -> usize {
         match self.transport {
             Transport::Wasm(_) => usize::MAX,
-            _ => super::sync::MAX_TTRPC_MESSAGE,
+            _ => nri_api::mux::TTRPC_MESSAGE_LENGTH_MAX,
         }
     }
 
@@ -607,7 +610,7 @@ impl Plugin {
         msg: Vec<u8>,
         deadline: tokio::time::Instant,
     ) -> Result<api::SynchronizeResponse, Error> {
-        let op = super::sync::METHOD;
+        let op = SYNCHRONIZE;
         let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
         let call = with_timeout(self, op, timeout, async {
             match &self.transport {

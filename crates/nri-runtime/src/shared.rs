@@ -13,6 +13,7 @@ use nri_api::*;
 
 use crate::options::{REGISTRATION_TIMEOUT_MS, REQUEST_TIMEOUT_MS};
 use crate::plugin::Plugin;
+use crate::thread::NextStop;
 use crate::{sync, DeprecationRecorder, Error, Metrics, SyncFn, UpdateFn};
 
 /// State shared by the adaptation, its plugins and their connections.
@@ -192,7 +193,7 @@ impl Core {
     pub(crate) fn next_stop(&self) -> NextStop {
         let mut epoch = self.epoch.subscribe();
         let started = *epoch.borrow_and_update();
-        NextStop { epoch, started }
+        NextStop::new(epoch, started)
     }
 
     /// Takes the event lock for one event, if the adaptation is running.
@@ -397,21 +398,4 @@ pub(crate) enum Activation {
     Gone,
     /// The adaptation is stopped: the plugin was closed.
     Stopped,
-}
-
-/// Resolves once the adaptation is stopped after it was made. Needs no
-/// runtime: it is how a runtime callback's thread learns that the
-/// adaptation's runtime is going away, before touching its timers.
-#[derive(Clone)]
-pub(crate) struct NextStop {
-    epoch: tokio::sync::watch::Receiver<u64>,
-    started: u64,
-}
-
-impl NextStop {
-    pub(crate) async fn wait(&mut self) {
-        let started = self.started;
-        // An error means the sender, the Core, is gone: stopped for good.
-        let _ = self.epoch.wait_for(|e| *e != started).await;
-    }
 }

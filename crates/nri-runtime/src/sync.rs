@@ -12,18 +12,13 @@ use protobuf::rt::WireType;
 use protobuf::Message;
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
-use super::plugin::Plugin;
-use super::shared::Core;
+use super::plugin::{Plugin, SYNCHRONIZE as METHOD};
 use super::Error;
+use nri_api::mux::TTRPC_MESSAGE_LENGTH_MAX;
 use nri_api::{Container, ContainerUpdate, PodSandbox};
-
-/// The largest ttrpc request envelope a peer accepts (both Go and Rust ttrpc).
-pub(crate) const MAX_TTRPC_MESSAGE: usize = 4 << 20;
 
 /// Fewest objects per message worth splitting further (upstream's floor).
 const MIN_OBJECTS_PER_MESSAGE: usize = 8;
-
-pub(crate) const METHOD: &str = "Synchronize";
 
 /// The size of the ttrpc request envelope carrying a payload of `payload` bytes.
 fn envelope_size(payload: usize) -> usize {
@@ -430,13 +425,17 @@ impl Chunk {
     }
 }
 
+/// What is done with an external plugin as soon as it has answered its
+/// Synchronize, within the runtime's sync: making it active there
+/// ([`Options::activate_within_sync`](crate::Options::activate_within_sync)).
+pub(crate) type OnSynchronized = Box<dyn Fn(&Arc<Plugin>) + Send + Sync>;
+
 /// The plugins a [`SyncCb`](super::SyncCb) synchronizes, and how their
 /// failures count.
 pub(crate) enum SyncTargets {
     /// A plugin that connected on its own: its failure is the sync's
-    /// failure. With a core, it is made active there as soon as it
-    /// answered ([`Options::activate_within_sync`](crate::Options::activate_within_sync)).
-    External(Arc<Plugin>, Option<Arc<Core>>),
+    /// failure. The hook, if any, runs as soon as it answered.
+    External(Arc<Plugin>, Option<OnSynchronized>),
     /// The plugins started together: one that fails is closed, and the
     /// others go on.
     Started(Vec<Arc<Plugin>>),
@@ -448,10 +447,10 @@ impl SyncTargets {
         state: &dyn StateSource,
     ) -> Result<Vec<ContainerUpdate>, Error> {
         let plugins = match self {
-            SyncTargets::External(p, activate) => {
+            SyncTargets::External(p, on_synchronized) => {
                 let updates = synchronize(p, state).await?;
-                if let Some(core) = activate {
-                    crate::activate::make_active(core, p, false);
+                if let Some(then) = on_synchronized {
+                    then(p);
                 }
                 return Ok(updates);
             }
@@ -486,7 +485,7 @@ fn smaller_chunks(pods: usize, ctrs: usize, size: usize) -> Result<(usize, usize
             "failed to synchronize plugin with split messages".to_string(),
         ));
     }
-    let factor = (MAX_TTRPC_MESSAGE as f64 / size as f64).min(0.9);
+    let factor = (TTRPC_MESSAGE_LENGTH_MAX as f64 / size as f64).min(0.9);
     let (p, c) = (
         (pods as f64 * factor) as usize,
         (ctrs as f64 * factor) as usize,
@@ -590,11 +589,11 @@ mod tests {
     #[test]
     fn chunks_shrink_by_at_most_ninety_percent() {
         assert_eq!(
-            smaller_chunks(100, 1000, 2 * MAX_TTRPC_MESSAGE).unwrap(),
+            smaller_chunks(100, 1000, 2 * TTRPC_MESSAGE_LENGTH_MAX).unwrap(),
             (50, 500)
         );
         assert_eq!(
-            smaller_chunks(100, 1000, MAX_TTRPC_MESSAGE + 1).unwrap(),
+            smaller_chunks(100, 1000, TTRPC_MESSAGE_LENGTH_MAX + 1).unwrap(),
             (90, 900)
         );
     }
@@ -602,10 +601,10 @@ mod tests {
     #[test]
     fn chunks_never_go_below_four_and_four() {
         assert_eq!(
-            smaller_chunks(2, 10, 100 * MAX_TTRPC_MESSAGE).unwrap(),
+            smaller_chunks(2, 10, 100 * TTRPC_MESSAGE_LENGTH_MAX).unwrap(),
             (4, 4)
         );
-        let err = smaller_chunks(4, 4, 2 * MAX_TTRPC_MESSAGE).unwrap_err();
+        let err = smaller_chunks(4, 4, 2 * TTRPC_MESSAGE_LENGTH_MAX).unwrap_err();
         assert_eq!(
             err.to_string(),
             "failed to synchronize plugin with split messages"

@@ -95,3 +95,25 @@ impl Drop for RuntimeThread {
         }
     }
 }
+
+/// Resolves once the adaptation is stopped after it was made. Needs no
+/// runtime: it is how a runtime callback's thread learns that the
+/// adaptation's runtime is going away, before touching its timers.
+#[derive(Clone)]
+pub(crate) struct NextStop {
+    epoch: tokio::sync::watch::Receiver<u64>,
+    started: u64,
+}
+
+impl NextStop {
+    /// The stop after epoch `started` of the adaptation's `epoch`.
+    pub(crate) fn new(epoch: tokio::sync::watch::Receiver<u64>, started: u64) -> NextStop {
+        NextStop { epoch, started }
+    }
+
+    pub(crate) async fn wait(&mut self) {
+        let started = self.started;
+        // An error means the sender, the Core, is gone: stopped for good.
+        let _ = self.epoch.wait_for(|e| *e != started).await;
+    }
+}
