@@ -31,8 +31,8 @@ pub enum nri_event {
     PostUpdateContainer = 9,
     StopContainer = 10,
     RemoveContainer = 11,
-    UpdatePodSandbox = 13,
-    PostUpdatePodSandbox = 14,
+    UpdatePodSandbox = 12,
+    PostUpdatePodSandbox = 13,
 }
 
 /// Relays any of the 13 events, given by its `nri_event` number (the NRI
@@ -472,5 +472,38 @@ pub unsafe extern "C" fn nri_adaptation_remove_container(
             std::ptr::null_mut(),
             err,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nri_event_has_the_protocols_numbers() {
+        use nri_event::*;
+        let pairs = [
+            (RunPodSandbox, Event::RUN_POD_SANDBOX),
+            (StopPodSandbox, Event::STOP_POD_SANDBOX),
+            (RemovePodSandbox, Event::REMOVE_POD_SANDBOX),
+            (CreateContainer, Event::CREATE_CONTAINER),
+            (PostCreateContainer, Event::POST_CREATE_CONTAINER),
+            (StartContainer, Event::START_CONTAINER),
+            (PostStartContainer, Event::POST_START_CONTAINER),
+            (UpdateContainer, Event::UPDATE_CONTAINER),
+            (PostUpdateContainer, Event::POST_UPDATE_CONTAINER),
+            (StopContainer, Event::STOP_CONTAINER),
+            (RemoveContainer, Event::REMOVE_CONTAINER),
+            (UpdatePodSandbox, Event::UPDATE_POD_SANDBOX),
+            (PostUpdatePodSandbox, Event::POST_UPDATE_POD_SANDBOX),
+        ];
+        for (ours, theirs) in pairs {
+            assert_eq!(ours as i32, theirs as i32, "{ours:?}");
+        }
+        // Every event the entry point relays has its name.
+        let relayed = (1..Event::LAST as i32)
+            .filter(|&n| n != Event::VALIDATE_CONTAINER_ADJUSTMENT as i32)
+            .count();
+        assert_eq!(pairs.len(), relayed);
     }
 }
