@@ -1,6 +1,10 @@
 //! `nri_options`: the optional settings of an adaptation (upstream's
 //! `With*` options), built with setters so the struct can grow without
 //! breaking the ABI.
+//!
+//! A setter here only converts its C arguments (NULL, UTF-8, C's "0 means
+//! none"); whether a value is acceptable is for `nri_runtime::Options` to
+//! say, so that a Rust host is refused the same values with the same text.
 
 use std::ffi::{c_char, c_void};
 use std::sync::Arc;
@@ -15,8 +19,7 @@ use super::metrics::{
 };
 use super::ptr::{arg_ref, Handle};
 use super::wasm_engine::{nri_wasm_engine, FfiWasmEngine};
-use nri_runtime::{BuiltinPlugin, IdentityPolicy, Options};
-use nri_validator::DefaultValidatorConfig;
+use nri_runtime::{BuiltinPlugin, OptionError, Options};
 
 /// Options of an adaptation. Created by `nri_options_new`, consumed by
 /// `nri_adaptation_new`, or released by `nri_options_free`. (Rust type:
@@ -74,30 +77,47 @@ unsafe fn with_options(
     })
 }
 
-/// Sets a path option; the path must be a non-empty string.
+/// Runs a setter of the core's that may refuse its value: the refusal
+/// becomes `NRI_STATUS_INVALID_ARGUMENT` with the core's text, and the
+/// options it hands back stay in place, so a refused value changes nothing.
+fn try_set(
+    o: &mut Options,
+    set: impl FnOnce(Options) -> Result<Options, OptionError>,
+) -> Result<(), Failure> {
+    match set(std::mem::take(o)) {
+        Ok(set) => {
+            *o = set;
+            Ok(())
+        }
+        Err(e) => {
+            let failure = Failure::invalid(e.to_string());
+            *o = e.into_options();
+            Err(failure)
+        }
+    }
+}
+
+/// Sets an option given as a string, named `what` when it is NULL or not
+/// UTF-8.
 ///
 /// # Safety
-/// As for [`with_options`]; `path` is NULL or a NUL-terminated string.
-unsafe fn set_path(
+/// As for [`with_options`]; `value` is NULL or a NUL-terminated string.
+unsafe fn set_str(
     opts: *mut nri_options,
     what: &str,
-    path: *const c_char,
+    value: *const c_char,
     err: *mut *mut nri_error,
-    set: impl FnOnce(Options, &str) -> Options,
+    set: impl FnOnce(Options, &str) -> Result<Options, OptionError>,
 ) -> nri_status {
-    let set_path = |o: &mut Options| {
-        // SAFETY: this function's contract: `path` is NULL or
+    let set_str = |o: &mut Options| {
+        // SAFETY: this function's contract: `value` is NULL or
         // NUL-terminated.
-        let p = unsafe { str_arg(what, path) }?;
-        if p.is_empty() {
-            return Err(Failure::invalid(format!("{what} is empty")));
-        }
-        *o = set(std::mem::take(o), p);
-        Ok(())
+        let v = unsafe { str_arg(what, value) }?;
+        try_set(o, |o| set(o, v))
     };
     // SAFETY: this function's contract: `opts` and `err` are as
     // `with_options` needs.
-    unsafe { with_options(opts, err, set_path) }
+    unsafe { with_options(opts, err, set_str) }
 }
 
 /// The directory of pre-installed plugins (`WithPluginPath`).
@@ -113,7 +133,7 @@ pub unsafe extern "C" fn nri_options_set_plugin_path(
 ) -> nri_status {
     // SAFETY: nri_options_set_plugin_path's contract: `opts` comes from
     // nri_options_new, `path` is NUL-terminated, `err` is NULL or writable.
-    unsafe { set_path(opts, "plugin path", path, err, |o, p| o.plugin_path(p)) }
+    unsafe { set_str(opts, "plugin path", path, err, |o, p| o.plugin_path(p)) }
 }
 
 /// The directory of plugin configuration drop-ins (`WithPluginConfigPath`).
@@ -130,7 +150,7 @@ pub unsafe extern "C" fn nri_options_set_plugin_config_path(
     // SAFETY: nri_options_set_plugin_config_path's contract: `opts` comes from
     // nri_options_new, `path` is NUL-terminated, `err` is NULL or writable.
     unsafe {
-        set_path(opts, "plugin config path", path, err, |o, p| {
+        set_str(opts, "plugin config path", path, err, |o, p| {
             o.plugin_config_path(p)
         })
     }
@@ -149,7 +169,7 @@ pub unsafe extern "C" fn nri_options_set_socket_path(
 ) -> nri_status {
     // SAFETY: nri_options_set_socket_path's contract: `opts` comes from
     // nri_options_new, `path` is NUL-terminated, `err` is NULL or writable.
-    unsafe { set_path(opts, "socket path", path, err, |o, p| o.socket_path(p)) }
+    unsafe { set_str(opts, "socket path", path, err, |o, p| o.socket_path(p)) }
 }
 
 /// Where WASM plugins' compiled modules are kept, so that a module is
@@ -321,30 +341,15 @@ pub unsafe extern "C" fn nri_options_set_plugin_request_timeout(
     millis: u64,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    let set = |o: &mut Options| {
-        // SAFETY: nri_options_set_plugin_request_timeout's contract:
-        // `plugin` is NUL-terminated.
-        let name = unsafe { str_arg("plugin", plugin) }?;
-        if name.is_empty() {
-            return Err(Failure::invalid("plugin is empty"));
-        }
-        if millis == 0 {
-            return Err(Failure::invalid(format!(
-                "request timeout of plugin {name:?} is 0"
-            )));
-        }
-        // The wire carries timeouts as i64 nanoseconds.
-        if millis > (i64::MAX as u64) / 1_000_000 {
-            return Err(Failure::invalid(format!(
-                "request timeout of plugin {name:?} is out of range"
-            )));
-        }
-        *o = std::mem::take(o).plugin_request_timeout(name, Duration::from_millis(millis));
-        Ok(())
-    };
+    let t = Duration::from_millis(millis);
     // SAFETY: nri_options_set_plugin_request_timeout's contract: `opts`
-    // comes from nri_options_new, `err` is NULL or writable.
-    unsafe { with_options(opts, err, set) }
+    // comes from nri_options_new, `plugin` is NUL-terminated, `err` is
+    // NULL or writable.
+    unsafe {
+        set_str(opts, "plugin", plugin, err, |o, name| {
+            o.plugin_request_timeout(name, t)
+        })
+    }
 }
 
 /// Whether `nri_adaptation_stop` first sends every connected plugin the
@@ -477,18 +482,9 @@ pub unsafe extern "C" fn nri_options_set_default_validator(
     config: *const c_char,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    let set = |o: &mut Options| {
-        // SAFETY: nri_options_set_default_validator's contract: `config` is
-        // NUL-terminated.
-        let text = unsafe { str_arg("config", config) }?;
-        let cfg = DefaultValidatorConfig::from_yaml(text)
-            .map_err(|e| Failure::invalid(format!("invalid default validator config: {e}")))?;
-        *o = std::mem::take(o).default_validator(cfg);
-        Ok(())
-    };
     // SAFETY: nri_options_set_default_validator's contract: `opts` comes from
-    // nri_options_new, `err` is NULL or writable.
-    unsafe { with_options(opts, err, set) }
+    // nri_options_new, `config` is NUL-terminated, `err` is NULL or writable.
+    unsafe { set_str(opts, "config", config, err, Options::default_validator_yaml) }
 }
 
 /// Checks who registers external plugins (off by default; not upstream's):
@@ -511,18 +507,10 @@ pub unsafe extern "C" fn nri_options_set_plugin_identities(
     policy: *const c_char,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    let set = |o: &mut Options| {
-        // SAFETY: nri_options_set_plugin_identities's contract: `policy` is
-        // NUL-terminated.
-        let text = unsafe { str_arg("policy", policy) }?;
-        let policy =
-            IdentityPolicy::from_yaml(text).map_err(|e| Failure::invalid(e.to_string()))?;
-        *o = std::mem::take(o).plugin_identities(policy);
-        Ok(())
-    };
     // SAFETY: nri_options_set_plugin_identities's contract: `opts` comes
-    // from nri_options_new, `err` is NULL or writable.
-    unsafe { with_options(opts, err, set) }
+    // from nri_options_new, `policy` is NUL-terminated, `err` is NULL or
+    // writable.
+    unsafe { set_str(opts, "policy", policy, err, Options::plugin_identities_yaml) }
 }
 
 /// Adds a builtin plugin (`WithBuiltinPlugins`). The plugin's user data is
@@ -547,13 +535,9 @@ pub unsafe extern "C" fn nri_options_add_builtin_plugin(
     unsafe {
         with_options(opts, err, |o| {
             let (name, index, handlers) = taken?;
-            if name.is_empty() || index.is_empty() {
-                return Err(Failure::invalid(format!(
-                    "builtin plugin {index:?}-{name:?}: empty name or index"
-                )));
-            }
-            *o = std::mem::take(o).builtin_plugins([BuiltinPlugin::new(name, index, handlers)]);
-            Ok(())
+            try_set(o, |o| {
+                o.builtin_plugins([BuiltinPlugin::new(name, index, handlers)])
+            })
         })
     }
 }
@@ -650,19 +634,9 @@ pub unsafe extern "C" fn nri_options_set_audit_file(
     path: *const c_char,
     err: *mut *mut nri_error,
 ) -> nri_status {
-    let set = |o: &mut Options| {
-        // SAFETY: nri_options_set_audit_file's contract: `path` is
-        // NUL-terminated.
-        let path = unsafe { str_arg("path", path) }?;
-        if path.is_empty() {
-            return Err(Failure::invalid("path is empty"));
-        }
-        *o = std::mem::take(o).audit_file(path);
-        Ok(())
-    };
     // SAFETY: nri_options_set_audit_file's contract: `opts` comes from
-    // nri_options_new, `err` is NULL or writable.
-    unsafe { with_options(opts, err, set) }
+    // nri_options_new, `path` is NUL-terminated, `err` is NULL or writable.
+    unsafe { set_str(opts, "path", path, err, |o, p| o.audit_file(p)) }
 }
 
 /// Whether audit records carry environment variables' values; by default
@@ -695,17 +669,7 @@ pub unsafe extern "C" fn nri_options_set_audit_record_limit(
 ) -> nri_status {
     // SAFETY: nri_options_set_audit_record_limit's contract: `opts` comes
     // from nri_options_new, `err` is NULL or writable.
-    unsafe {
-        with_options(opts, err, |o| {
-            if bytes < 256 {
-                return Err(Failure::invalid(format!(
-                    "audit record limit {bytes} is below 256 bytes"
-                )));
-            }
-            *o = std::mem::take(o).audit_record_limit(bytes);
-            Ok(())
-        })
-    }
+    unsafe { with_options(opts, err, |o| try_set(o, |o| o.audit_record_limit(bytes))) }
 }
 
 /// The NRI version reported to plugins in `Configure` (default: the

@@ -269,3 +269,70 @@ fn creation_failures_run_finalizers_and_write_nothing() {
     unsafe { nri_options_free(opts) };
     unsafe { nri_options_free(null_mut()) };
 }
+
+/// A setter the core refuses a value of leaves the options whole: the
+/// builtin plugin added before stays, its user data freed only with the
+/// options.
+#[test]
+fn a_refused_option_value_keeps_the_options_it_was_set_on() {
+    let seen = Box::new(Seen::default());
+    let ud = &*seen as *const Seen as *mut c_void;
+    let plugin = |name: &CStr| nri_builtin_plugin {
+        name: name.as_ptr(),
+        index: c"10".as_ptr(),
+        events: 0,
+        handle: Some(builtin),
+        user_data: ud,
+        free_user_data: Some(free_seen),
+    };
+    let opts = nri_options_new();
+    let kept = plugin(c"kept");
+    let st = unsafe { nri_options_add_builtin_plugin(opts, &kept, null_mut()) };
+    assert_eq!(st, nri_status::Ok);
+
+    let refused = |call: &dyn Fn(*mut *mut nri_error) -> nri_status| {
+        let mut err = null_mut();
+        assert_eq!(call(&mut err), nri_status::InvalidArgument);
+        err_text(err)
+    };
+    unsafe {
+        assert_eq!(
+            refused(&|e| nri_options_set_plugin_path(opts, c"".as_ptr(), e)),
+            "plugin path is empty"
+        );
+        assert_eq!(
+            refused(&|e| nri_options_set_plugin_request_timeout(opts, c"slow".as_ptr(), 0, e)),
+            "request timeout of plugin \"slow\" is 0"
+        );
+        assert_eq!(
+            refused(&|e| nri_options_set_plugin_request_timeout(opts, c"".as_ptr(), 1, e)),
+            "plugin is empty"
+        );
+        assert_eq!(
+            refused(&|e| nri_options_set_audit_file(opts, c"".as_ptr(), e)),
+            "path is empty"
+        );
+        assert_eq!(
+            refused(&|e| nri_options_set_audit_record_limit(opts, 255, e)),
+            "audit record limit 255 is below 256 bytes"
+        );
+        assert_eq!(
+            refused(&|e| nri_options_set_plugin_identities(
+                opts,
+                c"rules: [{plugins: []}]".as_ptr(),
+                e
+            )),
+            "invalid plugin identity policy: a rule names no plugins"
+        );
+    }
+    assert_eq!(seen.freed.load(Ordering::SeqCst), 0);
+    // A refused plugin's own user data is freed at once, as documented.
+    let nameless = plugin(c"");
+    assert_eq!(
+        refused(&|e| unsafe { nri_options_add_builtin_plugin(opts, &nameless, e) }),
+        "builtin plugin \"10\"-\"\": empty name or index"
+    );
+    assert_eq!(seen.freed.load(Ordering::SeqCst), 1);
+    unsafe { nri_options_free(opts) };
+    assert_eq!(seen.freed.load(Ordering::SeqCst), 2);
+}

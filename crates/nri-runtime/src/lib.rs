@@ -20,7 +20,7 @@
 //!         // Apply unsolicited updates; return those that failed.
 //!         Ok::<_, BoxError>(Vec::new())
 //!     },
-//!     Options::default().socket_path("/tmp/nri.sock"),
+//!     Options::default().socket_path("/tmp/nri.sock")?,
 //! )?;
 //! nri.start().await?;
 //! # Ok(()) }
@@ -75,7 +75,7 @@ pub use error::{BoxError, CallCause, Error};
 pub use identity::{IdentityPolicy, PeerIdentity, PolicyError};
 pub use metrics::{Deprecation, DeprecationRecorder, Metrics};
 pub use options::{
-    set_plugin_registration_timeout, set_plugin_request_timeout, Options,
+    set_plugin_registration_timeout, set_plugin_request_timeout, OptionError, Options,
     DEFAULT_PLUGIN_CONFIG_PATH, DEFAULT_PLUGIN_PATH, DEFAULT_SOCKET_PATH, NRI_VERSION,
 };
 pub use sync::{EncodedState, PluginSyncBlock, StateSource};

@@ -1,6 +1,12 @@
 //! How an adaptation is configured: [`Options`], the defaults, and the
 //! process-wide timeouts upstream lets a runtime set before `New`.
+//!
+//! Every check of an option's value is made here, by the setter that takes
+//! it, so that a Rust host and the C ABI (and the Go wrapper over it) refuse
+//! the same values with the same text; the shells only translate their
+//! arguments.
 
+use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -37,7 +43,65 @@ pub fn set_plugin_request_timeout(t: Duration) {
     REQUEST_TIMEOUT_MS.store(t.as_millis() as u64, Ordering::Relaxed);
 }
 
-/// Options of an [`Adaptation`], with upstream's defaults.
+/// The smallest audit record limit accepted: a record keeps its container,
+/// outcome and verdicts whatever the limit, so a smaller one would leave
+/// hardly any record a change.
+const MIN_AUDIT_RECORD_LIMIT: usize = 256;
+
+/// A value an [`Options`] setter refused. Its text says which value and
+/// why (`socket path is empty`); it converts into
+/// [`Error::InvalidConfig`](crate::Error::InvalidConfig) for `?`.
+///
+/// The setter's options come back, as they were before the call, from
+/// [`into_options`](Self::into_options): a host that keeps its options
+/// across calls (the C ABI does) loses nothing to a refused value.
+pub struct OptionError {
+    message: String,
+    options: Box<Options>,
+}
+
+impl OptionError {
+    fn new(options: Options, message: impl Into<String>) -> Self {
+        OptionError {
+            message: message.into(),
+            options: Box::new(options),
+        }
+    }
+
+    /// The options the refusing setter was called on, unchanged by it.
+    pub fn into_options(self) -> Options {
+        *self.options
+    }
+}
+
+impl fmt::Display for OptionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+// The options are left out: they hold callbacks, and only the text says
+// what went wrong.
+impl fmt::Debug for OptionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OptionError")
+            .field("message", &self.message)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::error::Error for OptionError {}
+
+impl From<OptionError> for crate::Error {
+    fn from(e: OptionError) -> Self {
+        crate::Error::InvalidConfig(e.message)
+    }
+}
+
+/// Options of an [`Adaptation`](crate::Adaptation), with upstream's defaults.
+///
+/// A setter whose value can be invalid returns a `Result` and refuses the
+/// value with an [`OptionError`], leaving the options as they were.
 pub struct Options {
     pub(crate) plugin_path: PathBuf,
     pub(crate) plugin_config_path: PathBuf,
@@ -105,20 +169,38 @@ impl Default for Options {
 }
 
 impl Options {
-    /// The directory of pre-installed plugins (`WithPluginPath`).
-    pub fn plugin_path(mut self, p: impl Into<PathBuf>) -> Self {
-        self.plugin_path = p.into();
-        self
+    /// The directory of pre-installed plugins (`WithPluginPath`); refused
+    /// when empty.
+    pub fn plugin_path(self, p: impl Into<PathBuf>) -> Result<Self, OptionError> {
+        self.set_path("plugin path", p.into(), |o| &mut o.plugin_path)
     }
-    /// The directory of configuration drop-ins (`WithPluginConfigPath`).
-    pub fn plugin_config_path(mut self, p: impl Into<PathBuf>) -> Self {
-        self.plugin_config_path = p.into();
-        self
+    /// The directory of configuration drop-ins (`WithPluginConfigPath`);
+    /// refused when empty.
+    pub fn plugin_config_path(self, p: impl Into<PathBuf>) -> Result<Self, OptionError> {
+        self.set_path("plugin config path", p.into(), |o| {
+            &mut o.plugin_config_path
+        })
     }
-    /// The socket for external plugins (`WithSocketPath`).
-    pub fn socket_path(mut self, p: impl Into<PathBuf>) -> Self {
-        self.socket_path = p.into();
-        self
+    /// The socket for external plugins (`WithSocketPath`); refused when
+    /// empty.
+    pub fn socket_path(self, p: impl Into<PathBuf>) -> Result<Self, OptionError> {
+        self.set_path("socket path", p.into(), |o| &mut o.socket_path)
+    }
+
+    /// Sets the path `field` picks, named `what` in the error. An empty
+    /// path is never a usable one, and would only show up later, far from
+    /// the call that gave it.
+    fn set_path(
+        mut self,
+        what: &str,
+        p: PathBuf,
+        field: fn(&mut Self) -> &mut PathBuf,
+    ) -> Result<Self, OptionError> {
+        if p.as_os_str().is_empty() {
+            return Err(OptionError::new(self, format!("{what} is empty")));
+        }
+        *field(&mut self) = p;
+        Ok(self)
     }
     /// The most linear memory one WASM plugin may grow to, in bytes
     /// (default [`DEFAULT_WASM_MEMORY_LIMIT`](crate::DEFAULT_WASM_MEMORY_LIMIT)):
@@ -160,10 +242,25 @@ impl Options {
         self.external_connections = false;
         self
     }
-    /// Adds builtin plugins (`WithBuiltinPlugins`).
-    pub fn builtin_plugins(mut self, plugins: impl IntoIterator<Item = BuiltinPlugin>) -> Self {
+    /// Adds builtin plugins (`WithBuiltinPlugins`). A plugin with an empty
+    /// name or index is refused, and then none of `plugins` is added.
+    pub fn builtin_plugins(
+        mut self,
+        plugins: impl IntoIterator<Item = BuiltinPlugin>,
+    ) -> Result<Self, OptionError> {
+        let plugins: Vec<BuiltinPlugin> = plugins.into_iter().collect();
+        if let Some(p) = plugins
+            .iter()
+            .find(|p| p.base.is_empty() || p.index.is_empty())
+        {
+            let message = format!(
+                "builtin plugin {:?}-{:?}: empty name or index",
+                p.index, p.base
+            );
+            return Err(OptionError::new(self, message));
+        }
         self.builtin.extend(plugins);
-        self
+        Ok(self)
     }
     /// Enables the builtin default validator with this configuration
     /// (`WithDefaultValidator`); nothing happens unless `cfg.enable`.
@@ -173,6 +270,20 @@ impl Options {
             self.validator = Some(cfg);
         }
         self
+    }
+    /// [`default_validator`](Self::default_validator) with the
+    /// configuration given as YAML or JSON, with upstream's keys (see
+    /// [`DefaultValidatorConfig::from_yaml`](nri_validator::DefaultValidatorConfig::from_yaml));
+    /// blank text leaves the validator off. Text that does not parse is
+    /// refused.
+    pub fn default_validator_yaml(self, config: &str) -> Result<Self, OptionError> {
+        match nri_validator::DefaultValidatorConfig::from_yaml(config) {
+            Ok(cfg) => Ok(self.default_validator(cfg)),
+            Err(e) => {
+                let message = format!("invalid default validator config: {e}");
+                Err(OptionError::new(self, message))
+            }
+        }
     }
     /// Where plugin metrics go (`WithMetrics`).
     pub fn metrics(mut self, m: Arc<dyn Metrics>) -> Self {
@@ -205,9 +316,32 @@ impl Options {
     /// plugins (its open proposal, nri#287, has the plugin ask for its own
     /// in Configure; no wire change here). Not upstream's: a runtime opts
     /// in.
-    pub fn plugin_request_timeout(mut self, plugin: impl Into<String>, t: Duration) -> Self {
-        self.plugin_request_timeouts.insert(plugin.into(), t);
-        self
+    ///
+    /// Refused: an empty `plugin`, a zero `t` (no request could succeed),
+    /// and a `t` the wire cannot carry (it sends timeouts as i64
+    /// nanoseconds).
+    pub fn plugin_request_timeout(
+        mut self,
+        plugin: impl Into<String>,
+        t: Duration,
+    ) -> Result<Self, OptionError> {
+        let plugin = plugin.into();
+        let refused = if plugin.is_empty() {
+            Some("plugin is empty".to_string())
+        } else if t.is_zero() {
+            Some(format!("request timeout of plugin {plugin:?} is 0"))
+        } else if t.as_nanos() > i64::MAX as u128 {
+            Some(format!(
+                "request timeout of plugin {plugin:?} is out of range"
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = refused {
+            return Err(OptionError::new(self, message));
+        }
+        self.plugin_request_timeouts.insert(plugin, t);
+        Ok(self)
     }
     /// A time budget for each whole event: every plugin call gets the
     /// request timeout or what is left of the budget, whichever is less.
@@ -294,6 +428,16 @@ impl Options {
         self.identities = Some(policy);
         self
     }
+    /// [`plugin_identities`](Self::plugin_identities) with the policy given
+    /// as YAML or JSON (see [`IdentityPolicy`](crate::IdentityPolicy)); a
+    /// policy that [`IdentityPolicy::from_yaml`](crate::IdentityPolicy::from_yaml)
+    /// refuses (an unknown key, a relative path) is refused with its text.
+    pub fn plugin_identities_yaml(self, policy: &str) -> Result<Self, OptionError> {
+        match crate::IdentityPolicy::from_yaml(policy) {
+            Ok(policy) => Ok(self.plugin_identities(policy)),
+            Err(e) => Err(OptionError::new(self, e.to_string())),
+        }
+    }
     /// Keeps an audit log, delivering each record to `sink`: one record per
     /// CreateContainer, UpdateContainer or StopContainer event in which a
     /// plugin changed something or a validator refused, and per update a
@@ -307,10 +451,14 @@ impl Options {
     }
     /// Keeps an audit log (see [`audit_sink`](Self::audit_sink)) in `path`
     /// as JSON lines, appended to; the adaptation fails to be made if the
-    /// file cannot be opened.
-    pub fn audit_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.audit.file = Some(path.into());
-        self
+    /// file cannot be opened. An empty `path` is refused.
+    pub fn audit_file(mut self, path: impl Into<PathBuf>) -> Result<Self, OptionError> {
+        let path = path.into();
+        if path.as_os_str().is_empty() {
+            return Err(OptionError::new(self, "path is empty"));
+        }
+        self.audit.file = Some(path);
+        Ok(self)
     }
     /// Records environment variables' values in audit records; by default
     /// they read `(redacted)`, their names being kept.
@@ -321,10 +469,16 @@ impl Options {
     /// The most bytes one audit record's JSON may take (default
     /// [`DEFAULT_AUDIT_RECORD_LIMIT`](crate::DEFAULT_AUDIT_RECORD_LIMIT),
     /// 64 KiB): past it, the values are left out, then changes from the end
-    /// of the list, and `omitted` says what.
-    pub fn audit_record_limit(mut self, bytes: usize) -> Self {
+    /// of the list, and `omitted` says what. A limit below 256 bytes is
+    /// refused.
+    pub fn audit_record_limit(mut self, bytes: usize) -> Result<Self, OptionError> {
+        if bytes < MIN_AUDIT_RECORD_LIMIT {
+            let message =
+                format!("audit record limit {bytes} is below {MIN_AUDIT_RECORD_LIMIT} bytes");
+            return Err(OptionError::new(self, message));
+        }
         self.audit.record_limit = bytes;
-        self
+        Ok(self)
     }
     /// Most external connections in the registration handshake at once;
     /// more are closed at once (default 1024).
@@ -345,5 +499,181 @@ impl Options {
     pub fn nri_version(mut self, v: impl Into<String>) -> Self {
         self.nri_version = Some(v.into());
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The text of the error `set` refuses default options with, after
+    /// checking that the options come back as they were.
+    fn refusal(set: impl FnOnce(Options) -> Result<Options, OptionError>) -> String {
+        let before = Options::default().nri_version("before");
+        let err = refused(set(before));
+        let back = err.to_string();
+        let options = err.into_options();
+        assert_eq!(options.nri_version.as_deref(), Some("before"));
+        back
+    }
+
+    #[test]
+    fn empty_paths_are_refused_by_name() {
+        assert_eq!(refusal(|o| o.plugin_path("")), "plugin path is empty");
+        assert_eq!(
+            refusal(|o| o.plugin_config_path("")),
+            "plugin config path is empty"
+        );
+        assert_eq!(refusal(|o| o.socket_path("")), "socket path is empty");
+        assert_eq!(refusal(|o| o.audit_file("")), "path is empty");
+    }
+
+    #[test]
+    fn a_refused_path_leaves_the_one_set_before() {
+        let o = Options::default().socket_path("/run/a.sock").unwrap();
+        let o = refused(o.socket_path("")).into_options();
+        assert_eq!(o.socket_path, PathBuf::from("/run/a.sock"));
+        let o = o
+            .plugin_path("/p")
+            .unwrap()
+            .plugin_config_path("/c")
+            .unwrap();
+        assert_eq!(
+            (o.plugin_path.to_str(), o.plugin_config_path.to_str()),
+            (Some("/p"), Some("/c"))
+        );
+        let o = o.audit_file("/var/log/nri.jsonl").unwrap();
+        assert_eq!(
+            o.audit.file.as_deref(),
+            Some(std::path::Path::new("/var/log/nri.jsonl"))
+        );
+    }
+
+    #[test]
+    fn a_plugin_request_timeout_needs_a_name_and_a_time_the_wire_carries() {
+        let secs = Duration::from_secs(1);
+        assert_eq!(
+            refusal(|o| o.plugin_request_timeout("", secs)),
+            "plugin is empty"
+        );
+        assert_eq!(
+            refusal(|o| o.plugin_request_timeout("slow", Duration::ZERO)),
+            "request timeout of plugin \"slow\" is 0"
+        );
+        let longest = Duration::from_nanos(i64::MAX as u64);
+        assert_eq!(
+            refusal(|o| o.plugin_request_timeout("slow", longest + Duration::from_nanos(1))),
+            "request timeout of plugin \"slow\" is out of range"
+        );
+        // What the C ABI passes for UINT64_MAX milliseconds.
+        assert_eq!(
+            refusal(|o| o.plugin_request_timeout("slow", Duration::from_millis(u64::MAX))),
+            "request timeout of plugin \"slow\" is out of range"
+        );
+        let o = Options::default()
+            .plugin_request_timeout("10-slow", longest)
+            .unwrap()
+            .plugin_request_timeout("fast", Duration::from_nanos(1))
+            .unwrap();
+        assert_eq!(o.plugin_request_timeouts["10-slow"], longest);
+        assert_eq!(o.plugin_request_timeouts["fast"], Duration::from_nanos(1));
+    }
+
+    struct NoHandlers;
+    impl crate::BuiltinHandlers for NoHandlers {
+        fn implemented_events(&self) -> EventMask {
+            EventMask::EMPTY
+        }
+    }
+
+    /// The error of a call that must fail (`Options` has no `Debug`, so
+    /// `unwrap_err` is not at hand).
+    fn refused(r: Result<Options, OptionError>) -> OptionError {
+        r.err().expect("the value is refused")
+    }
+
+    #[test]
+    fn a_builtin_plugin_needs_a_name_and_an_index() {
+        assert_eq!(
+            refusal(|o| o.builtin_plugins([BuiltinPlugin::new("", "10", NoHandlers)])),
+            "builtin plugin \"10\"-\"\": empty name or index"
+        );
+        assert_eq!(
+            refusal(|o| o.builtin_plugins([BuiltinPlugin::new("ok", "", NoHandlers)])),
+            "builtin plugin \"\"-\"ok\": empty name or index"
+        );
+        // One bad plugin keeps the good ones given with it out too.
+        let o = refused(Options::default().builtin_plugins([
+            BuiltinPlugin::new("good", "10", NoHandlers),
+            BuiltinPlugin::new("", "20", NoHandlers),
+        ]))
+        .into_options();
+        assert!(o.builtin.is_empty());
+        let o = o
+            .builtin_plugins([BuiltinPlugin::new("good", "10", NoHandlers)])
+            .unwrap();
+        assert_eq!(o.builtin.len(), 1);
+    }
+
+    #[test]
+    fn a_default_validator_config_that_does_not_parse_is_refused() {
+        let text = refusal(|o| o.default_validator_yaml("enable: 17"));
+        assert!(
+            text.starts_with("invalid default validator config: "),
+            "{text}"
+        );
+        assert!(refusal(|o| o.default_validator_yaml("enable: ["))
+            .starts_with("invalid default validator config: "));
+        let o = Options::default().default_validator_yaml("").unwrap();
+        assert!(o.validator.is_none() && o.builtin.is_empty());
+        let o = o.default_validator_yaml("enable: true").unwrap();
+        assert!(o.validator.is_some_and(|v| v.enable));
+        assert_eq!(o.builtin.len(), 1);
+    }
+
+    #[test]
+    fn an_identity_policy_is_refused_with_the_policys_own_text() {
+        let text = refusal(|o| o.plugin_identities_yaml("rules: [{plugins: [x], users: [0]}]"));
+        assert!(
+            text.starts_with("invalid plugin identity policy: "),
+            "{text}"
+        );
+        assert_eq!(
+            refusal(|o| o.plugin_identities_yaml("rules: [{plugins: [x], executables: [bin/x]}]")),
+            "invalid plugin identity policy: executable bin/x is not an absolute path"
+        );
+        let o = Options::default()
+            .plugin_identities_yaml("rules: [{plugins: [x], uids: [0]}]")
+            .unwrap();
+        assert!(o.identities.is_some());
+    }
+
+    #[test]
+    fn an_audit_record_limit_below_256_bytes_is_refused() {
+        assert_eq!(
+            refusal(|o| o.audit_record_limit(255)),
+            "audit record limit 255 is below 256 bytes"
+        );
+        assert_eq!(
+            Options::default()
+                .audit_record_limit(256)
+                .unwrap()
+                .audit
+                .record_limit,
+            256
+        );
+    }
+
+    #[test]
+    fn a_refused_value_converts_into_the_adaptations_config_error() {
+        let err = crate::Error::from(refused(Options::default().socket_path("")));
+        assert!(matches!(&err, crate::Error::InvalidConfig(m) if m == "socket path is empty"));
+        assert_eq!(
+            err.to_string(),
+            "failed to create NRI adaptation, socket path is empty"
+        );
+        // Hosts box errors: the error must cross threads.
+        fn boxable<E: std::error::Error + Send + Sync + 'static>(_: &E) {}
+        boxable(&refused(Options::default().socket_path("")));
     }
 }

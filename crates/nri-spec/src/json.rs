@@ -9,6 +9,10 @@
 //! * JSON written here has no `null` members, and a pids section without a
 //!   limit is written without one (`{}`), as Go writes it: oci-spec itself
 //!   can only write a limit of 0, which a runtime could take literally.
+//!
+//! [`adjust`], [`update_resources`] and [`resources_to_oci`] are the whole
+//! JSON-in, JSON-out calls, so that every caller reads and writes the
+//! bytes the same way rather than assembling the steps itself.
 
 use std::fmt;
 
@@ -17,7 +21,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::UNLIMITED_PIDS_LIMIT;
+use nri_api::{ContainerAdjustment, LinuxResources};
+
+use crate::{Generator, SpecError, UNLIMITED_PIDS_LIMIT};
 
 /// Why JSON could not be read or written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +44,71 @@ impl fmt::Display for JsonError {
 }
 
 impl std::error::Error for JsonError {}
+
+/// Why a JSON-in, JSON-out call failed: the JSON, or the generator.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecJsonError {
+    /// The JSON given could not be read, or the result could not be
+    /// written.
+    #[error(transparent)]
+    Json(#[from] JsonError),
+    /// The generator refused the adjustment, update or resources.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+}
+
+/// An adjusted spec as JSON, and what is left for the caller to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AdjustedJson {
+    /// The spec, written as this module writes specs.
+    pub spec: Vec<u8>,
+    /// A JSON array of the CDI device names left for the caller to inject
+    /// (see [`Adjusted::pending_cdi_devices`](crate::Adjusted::pending_cdi_devices)).
+    pub pending_cdi_devices: Vec<u8>,
+}
+
+/// Applies `adjustment` to the spec given as JSON, with
+/// [`Generator::adjust`]. The spec is parsed knowing the pids limit the
+/// adjustment brings, so that an unlimited one is written without a limit.
+pub fn adjust(
+    generator: &Generator,
+    spec: &[u8],
+    lossy: bool,
+    adjustment: &ContainerAdjustment,
+) -> Result<AdjustedJson, SpecJsonError> {
+    let pids = adjustment.linux.resources.pids.as_ref().map(|p| p.limit);
+    let mut parsed = parse_spec(spec, lossy, pids)?;
+    let adjusted = generator.adjust(&mut parsed, adjustment)?;
+    Ok(AdjustedJson {
+        spec: to_vec(&spec_to_json(&parsed)?)?,
+        pending_cdi_devices: to_vec(&adjusted.pending_cdi_devices)?,
+    })
+}
+
+/// Applies a resource update to the spec given as JSON, with
+/// [`Generator::update_resources`], and returns the updated spec as JSON;
+/// pids as for [`adjust`].
+pub fn update_resources(
+    generator: &Generator,
+    spec: &[u8],
+    lossy: bool,
+    update: &LinuxResources,
+) -> Result<Vec<u8>, SpecJsonError> {
+    let pids = update.pids.as_ref().map(|p| p.limit);
+    let mut parsed = parse_spec(spec, lossy, pids)?;
+    generator.update_resources(&mut parsed, update)?;
+    Ok(to_vec(&spec_to_json(&parsed)?)?)
+}
+
+/// [`crate::resources_to_oci`] written as runtime-spec `LinuxResources`
+/// JSON, for a runtime's update call: no `null`s, and an unlimited pids
+/// limit written as a pids section without one (`{}`), as Go writes it.
+pub fn resources_to_oci(r: &LinuxResources) -> Result<Vec<u8>, SpecJsonError> {
+    let mut oci = crate::resources_to_oci(r)?;
+    unset_unlimited_pids(&mut oci, r);
+    Ok(to_vec(&resources_to_json(&oci)?)?)
+}
 
 /// Marks the pids limit of `oci`, converted from `from`, as unset when
 /// `from` leaves pids unlimited, so that it is written without a limit.
@@ -284,6 +355,126 @@ mod tests {
         let parsed = parse_spec(&bytes(json!({"ociVersion": "1.2.0"})), false, None).unwrap();
         let text = String::from_utf8(to_vec(&spec_to_json(&parsed).unwrap()).unwrap()).unwrap();
         assert!(!text.contains("null"), "{text}");
+    }
+
+    /// `resources_to_oci`'s text, pinned: go/generate and the C tests
+    /// compare it with upstream's byte for byte.
+    fn oci_text(r: &LinuxResources) -> String {
+        String::from_utf8(resources_to_oci(r).unwrap()).unwrap()
+    }
+
+    fn with_pids(limit: i64) -> LinuxResources {
+        let mut update = nri_api::ContainerUpdate::for_container("c");
+        update.set_linux_pid_limits(limit);
+        update.linux.resources.as_ref().unwrap().clone()
+    }
+
+    #[test]
+    fn resources_to_oci_writes_the_update_calls_json() {
+        assert_eq!(
+            oci_text(&LinuxResources::new()),
+            r#"{"cpu":{},"memory":{}}"#
+        );
+        let mut update = nri_api::ContainerUpdate::for_container("c");
+        update.set_linux_memory_limit(1 << 20);
+        update.set_linux_memory_swappiness(6);
+        update.set_linux_memory_disable_oom_killer();
+        update.set_linux_cpu_shares(512);
+        update.set_linux_cpu_quota(-1);
+        update.set_linux_cpuset_cpus("0-3");
+        update.set_linux_pid_limits(100);
+        update.add_linux_hugepage_limit("2MB", 8);
+        update.add_linux_unified("io.weight", "9");
+        update.set_linux_blockio_class("left-out");
+        assert_eq!(
+            oci_text(update.linux.resources.as_ref().unwrap()),
+            concat!(
+                r#"{"cpu":{"cpus":"0-3","quota":-1,"shares":512},"#,
+                r#""hugepageLimits":[{"limit":8,"pageSize":"2MB"}],"#,
+                r#""memory":{"disableOOMKiller":true,"limit":1048576,"swappiness":6},"#,
+                r#""pids":{"limit":100},"unified":{"io.weight":"9"}}"#
+            )
+        );
+    }
+
+    #[test]
+    fn resources_to_oci_writes_an_unlimited_pids_limit_as_none() {
+        // -1 and below: no limit, written as an empty section (oci-spec
+        // alone would write 0, which means no process at all).
+        for unlimited in [UNLIMITED_PIDS_LIMIT, i64::MIN] {
+            assert_eq!(
+                oci_text(&with_pids(unlimited)),
+                r#"{"cpu":{},"memory":{},"pids":{}}"#
+            );
+        }
+        assert_eq!(
+            oci_text(&with_pids(0)),
+            r#"{"cpu":{},"memory":{},"pids":{"limit":0}}"#
+        );
+    }
+
+    #[test]
+    fn resources_to_oci_refuses_what_the_spec_cannot_hold() {
+        let mut update = nri_api::ContainerUpdate::for_container("c");
+        update.add_linux_hugepage_limit("1GB", u64::MAX);
+        let err = resources_to_oci(update.linux.resources.as_ref().unwrap()).unwrap_err();
+        assert!(matches!(
+            err,
+            SpecJsonError::Spec(SpecError::OutOfRange { .. })
+        ));
+        assert_eq!(
+            err.to_string(),
+            "cannot apply hugepage limit 18446744073709551615: out of range for the OCI spec field"
+        );
+    }
+
+    #[test]
+    fn adjust_writes_an_unlimited_pids_limit_it_applies_as_none() {
+        let mut adjustment = ContainerAdjustment::new();
+        adjustment.set_linux_pid_limits(UNLIMITED_PIDS_LIMIT);
+        adjustment.add_cdi_device(nri_api::CDIDevice {
+            name: "vendor.com/dev=one".into(),
+            ..Default::default()
+        });
+        let spec = bytes(json!({"ociVersion": "1.2.0", "linux": {"resources": {}}}));
+        let out = adjust(&Generator::builder().build(), &spec, false, &adjustment).unwrap();
+        assert_eq!(
+            String::from_utf8(out.spec).unwrap(),
+            r#"{"linux":{"resources":{"pids":{}}},"ociVersion":"1.2.0"}"#
+        );
+        assert_eq!(out.pending_cdi_devices, br#"["vendor.com/dev=one"]"#);
+    }
+
+    #[test]
+    fn update_resources_writes_the_updated_spec() {
+        let spec = bytes(json!({"ociVersion": "1.2.0", "linux": {"resources": {}}}));
+        let out =
+            update_resources(&Generator::builder().build(), &spec, false, &with_pids(5)).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"linux":{"resources":{"pids":{"limit":5}}},"ociVersion":"1.2.0"}"#
+        );
+    }
+
+    #[test]
+    fn the_whole_calls_tell_bad_json_from_a_refused_change() {
+        let g = Generator::builder().build();
+        let err = update_resources(&g, b"{", false, &with_pids(5)).unwrap_err();
+        assert!(
+            matches!(err, SpecJsonError::Json(JsonError::Invalid(_))),
+            "{err}"
+        );
+        let mut adjustment = ContainerAdjustment::new();
+        adjustment.add_or_replace_namespace(nri_api::LinuxNamespace {
+            type_: "nowhere".into(),
+            ..Default::default()
+        });
+        let spec = bytes(json!({"ociVersion": "1.2.0"}));
+        let err = adjust(&g, &spec, false, &adjustment).unwrap_err();
+        assert!(
+            matches!(err, SpecJsonError::Spec(SpecError::UnknownNamespace(_))),
+            "{err}"
+        );
     }
 
     #[test]

@@ -69,13 +69,13 @@ async fn main() -> Result<(), BoxError> {
         |_updates: Vec<ContainerUpdate>| async { Ok::<_, BoxError>(Vec::new()) },
         {
             let opts = Options::default()
-                .plugin_path(dir.join("plugins"))
-                .plugin_config_path(dir.join("conf.d"))
+                .plugin_path(dir.join("plugins"))?
+                .plugin_config_path(dir.join("conf.d"))?
                 .registration_timeout(Duration::from_secs(10))
                 .request_timeout(Duration::from_secs(10));
             // NRI_COMPAT_SOCKET: also accept external plugins there.
             match std::env::var_os("NRI_COMPAT_SOCKET") {
-                Some(path) => opts.socket_path(PathBuf::from(path)),
+                Some(path) => opts.socket_path(PathBuf::from(path))?,
                 None => opts.disable_external_connections(),
             }
         },

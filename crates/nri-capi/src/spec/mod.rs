@@ -35,7 +35,7 @@ use super::callbacks::{nri_free_fn, nri_reply, UserData};
 use super::error::{boundary, nri_error, nri_status, Failure};
 use super::ptr::{Handle, OutSlot};
 use nri_api::{ContainerAdjustment, LinuxResources};
-use nri_spec::json::{self, JsonError};
+use nri_spec::json::{self, JsonError, SpecJsonError};
 use nri_spec::{Generator, GeneratorBuilder, SpecError};
 
 /// A spec generator and its options (Rust type: `Box<nri_spec_generator>`
@@ -443,16 +443,11 @@ pub unsafe extern "C" fn nri_spec_adjust(
         // SAFETY: nri_spec_adjust's contract: `adjustment` is valid for
         // `adjustment_len` bytes (or `adjustment_len` is 0).
         let adjust: ContainerAdjustment = unsafe { decode_raw(adjustment, adjustment_len) }?;
-        let pids = adjust.linux.resources.pids.as_ref().map(|p| p.limit);
         let (generator, lossy) = g.snapshot();
-        let mut spec = json::parse_spec(input, lossy, pids)?;
-        let adjusted = generator.adjust(&mut spec, &adjust).map_err(spec_failure)?;
-        // Both encoded before either is written: outputs only on success.
-        let spec = json::to_vec(&json::spec_to_json(&spec)?)?;
-        let cdi = json::to_vec(&adjusted.pending_cdi_devices)?;
-        out_spec.write(nri_buffer::from_vec(spec));
+        let adjusted = json::adjust(&generator, input, lossy, &adjust)?;
+        out_spec.write(nri_buffer::from_vec(adjusted.spec));
         if let Some(out) = out_cdi_devices {
-            out.write(nri_buffer::from_vec(cdi));
+            out.write(nri_buffer::from_vec(adjusted.pending_cdi_devices));
         }
         Ok(())
     })
@@ -488,12 +483,8 @@ pub unsafe extern "C" fn nri_spec_update_resources(
         // for `resources_len` bytes (or `resources_len` is 0).
         let update: LinuxResources = unsafe { decode_raw(resources, resources_len) }?;
         let (generator, lossy) = g.snapshot();
-        let mut spec = json::parse_spec(input, lossy, update.pids.as_ref().map(|p| p.limit))?;
-        generator
-            .update_resources(&mut spec, &update)
-            .map_err(spec_failure)?;
-        let spec = nri_buffer::from_vec(json::to_vec(&json::spec_to_json(&spec)?)?);
-        out_spec.write(spec);
+        let spec = json::update_resources(&generator, input, lossy, &update)?;
+        out_spec.write(nri_buffer::from_vec(spec));
         Ok(())
     })
 }
@@ -553,10 +544,7 @@ pub unsafe extern "C" fn nri_spec_resources_to_oci(
         // SAFETY: nri_spec_resources_to_oci's contract: `resources` is valid
         // for `len` bytes (or `len` is 0).
         let r: LinuxResources = unsafe { decode_raw(resources, len) }?;
-        let mut oci = nri_spec::resources_to_oci(&r).map_err(spec_failure)?;
-        json::unset_unlimited_pids(&mut oci, &r);
-        let json = json::to_vec(&json::resources_to_json(&oci)?)?;
-        out_json.write(nri_buffer::from_vec(json));
+        out_json.write(nri_buffer::from_vec(json::resources_to_oci(&r)?));
         Ok(())
     })
 }
@@ -584,6 +572,15 @@ impl From<JsonError> for Failure {
             JsonError::Unwritable(_) => nri_status::SpecRefused,
         };
         Failure::new(status, e.to_string())
+    }
+}
+
+impl From<SpecJsonError> for Failure {
+    fn from(e: SpecJsonError) -> Failure {
+        match e {
+            SpecJsonError::Json(e) => e.into(),
+            SpecJsonError::Spec(e) => spec_failure(e),
+        }
     }
 }
 

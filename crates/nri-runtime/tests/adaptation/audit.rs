@@ -223,7 +223,7 @@ async fn a_refused_adjustment_is_recorded_with_the_verdict() {
 
 #[tokio::test]
 async fn a_record_stays_within_its_limit() {
-    let (h, records) = audited(|o| o.audit_record_limit(1024)).await;
+    let (h, records) = audited(|o| o.audit_record_limit(1024).unwrap()).await;
     h.connect(
         "many",
         "10",
@@ -253,7 +253,7 @@ async fn the_file_gets_one_json_line_per_audited_event() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("audit.jsonl");
     let file = path.clone();
-    let (h, records) = audited(move |o| o.audit_file(file)).await;
+    let (h, records) = audited(move |o| o.audit_file(file).unwrap()).await;
     h.connect("resources", "10", resource_plugin());
     h.wait_plugins(1).await;
     for id in ["c1", "c2"] {
@@ -317,7 +317,7 @@ async fn updates_in_a_synchronize_reply_are_recorded() {
 
 #[tokio::test]
 async fn a_validators_long_reason_does_not_break_the_limit() {
-    let (h, records) = audited(|o| o.audit_record_limit(8192)).await;
+    let (h, records) = audited(|o| o.audit_record_limit(8192).unwrap()).await;
     h.connect("resources", "10", resource_plugin());
     let reason = "no ".repeat(40_000);
     let _v = GoPlugin::start(

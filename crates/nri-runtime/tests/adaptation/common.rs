@@ -137,8 +137,9 @@ impl Harness {
         let s2 = Arc::clone(&state);
         let opts = Options::default()
             .socket_path(&socket)
-            .plugin_path(dir.path().join("plugins"))
-            .plugin_config_path(dir.path().join("conf.d"))
+            .and_then(|o| o.plugin_path(dir.path().join("plugins")))
+            .and_then(|o| o.plugin_config_path(dir.path().join("conf.d")))
+            .unwrap()
             .wasm_cache_dir(Some(dir.path().join("wasm-cache")))
             .registration_timeout(Duration::from_secs(2))
             .request_timeout(Duration::from_secs(2))

@@ -309,7 +309,8 @@ async fn process_wide_timeouts_apply_to_adaptations_without_their_own() {
         |_| async { Ok::<_, BoxError>(vec![]) },
         Options::default()
             .socket_path(&socket)
-            .plugin_path(dir.path().join("none")),
+            .and_then(|o| o.plugin_path(dir.path().join("none")))
+            .unwrap(),
     )
     .unwrap();
     adaptation::set_plugin_registration_timeout(Duration::from_millis(4321));

@@ -107,8 +107,9 @@ impl Runtime {
         );
         let opts = Options::default()
             .socket_path(&socket)
-            .plugin_path(dir.path().join("plugins"))
-            .plugin_config_path(dir.path().join("conf.d"))
+            .and_then(|o| o.plugin_path(dir.path().join("plugins")))
+            .and_then(|o| o.plugin_config_path(dir.path().join("conf.d")))
+            .unwrap()
             .request_timeout(Duration::from_secs(5));
         let nri = Adaptation::new(
             "test-runtime",

@@ -36,7 +36,8 @@ async fn a_plugin_with_its_own_timeout_outlasts_the_adaptations() {
         |o| {
             o.request_timeout(GLOBAL)
                 .plugin_request_timeout("10-patient", PATIENT)
-                .plugin_request_timeout("patientgo", PATIENT)
+                .and_then(|o| o.plugin_request_timeout("patientgo", PATIENT))
+                .unwrap()
         },
         RuntimeState::default(),
     )
@@ -75,6 +76,7 @@ async fn a_pre_installed_plugin_takes_its_timeout_from_its_runtime_drop_in() {
         |o| {
             o.request_timeout(GLOBAL)
                 .plugin_request_timeout("50-overruled", GLOBAL)
+                .unwrap()
         },
         RuntimeState::default(),
     )

@@ -629,6 +629,7 @@ fn a_validator_that_times_out_never_lets_a_container_through() {
                         "00",
                         HangingValidator,
                     )])
+                    .unwrap()
             },
             RuntimeState::default(),
         )

@@ -174,9 +174,9 @@ fn main() -> Result<(), BoxError> {
     // Kept alive until the end: the runtime the layout names, if not the default.
     let mut _owned: Option<tokio::runtime::Runtime> = None;
     let mut opts = Options::default()
-        .socket_path(&args.socket)
-        .plugin_path("/nonexistent/nri-bench/plugins")
-        .plugin_config_path("/nonexistent/nri-bench/conf.d");
+        .socket_path(&args.socket)?
+        .plugin_path("/nonexistent/nri-bench/plugins")?
+        .plugin_config_path("/nonexistent/nri-bench/conf.d")?;
     if args.validator {
         opts = opts.default_validator(nri_runtime::validator::DefaultValidatorConfig {
             enable: true,
@@ -186,7 +186,7 @@ fn main() -> Result<(), BoxError> {
         });
     }
     if let Some(file) = &args.audit {
-        opts = opts.audit_file(file);
+        opts = opts.audit_file(file)?;
     }
     // The lent layout's module, in a plugin directory of its own.
     let _plugin_dir = match args.layout.as_str() {
@@ -199,7 +199,7 @@ fn main() -> Result<(), BoxError> {
             std::fs::write(&module, b"\0asm\x01\0\0\0")?;
             std::fs::set_permissions(&module, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
             opts = opts
-                .plugin_path(&dir)
+                .plugin_path(&dir)?
                 .wasm_cache_dir(None)
                 .wasm_engine(std::sync::Arc::new(lent::Engine {
                     thrash: args.thrash,

@@ -73,8 +73,8 @@ async fn main() -> Result<(), BoxError> {
         },
         |_updates: Vec<ContainerUpdate>| async { Ok::<_, BoxError>(Vec::new()) },
         Options::default()
-            .plugin_path(dir.join("plugins"))
-            .plugin_config_path(dir.join("conf.d"))
+            .plugin_path(dir.join("plugins"))?
+            .plugin_config_path(dir.join("conf.d"))?
             .disable_external_connections(),
     )?;
     println!("== runtime: nri-rs Rust adaptation core; plugins: Rust (nri-rs stub)");
