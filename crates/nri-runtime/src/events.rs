@@ -12,6 +12,33 @@ use super::{Core, Error};
 use nri_api::*;
 use protobuf::{Message, MessageField};
 
+/// An event's hold on the adaptation from its start to its end, as
+/// upstream's lock and its deferred pruning: the event lock, the plugins as
+/// they stood when it began, and its time budget. When it ends, however it
+/// ends, closed plugins are pruned, the lock still held.
+struct Turn<'a> {
+    plugins: Vec<Arc<Plugin>>,
+    budget: EventBudget,
+    // Fields drop in order: closed plugins are pruned before the lock is
+    // let go, so the next event's snapshot holds none of them.
+    _prune: PruneOnExit<'a>,
+    _serialized: tokio::sync::MutexGuard<'a, ()>,
+}
+
+impl Turn<'_> {
+    async fn begin(core: &Core) -> Result<Turn<'_>, Error> {
+        let serialized = core.serialize_event().await?;
+        let prune = PruneOnExit(core);
+        let budget = EventBudget::start(core);
+        Ok(Turn {
+            plugins: core.snapshot(),
+            budget,
+            _prune: prune,
+            _serialized: serialized,
+        })
+    }
+}
+
 /// Prunes closed plugins when the event ends, however it ends.
 struct PruneOnExit<'a>(&'a Core);
 
@@ -22,12 +49,10 @@ impl Drop for PruneOnExit<'_> {
 }
 
 pub(crate) async fn relay_all<C: Call>(core: Arc<Core>, req: Request<C>) -> Result<(), Error> {
-    let _serialized = core.serialize_event().await?;
-    let _prune = PruneOnExit(&core);
-    let budget = EventBudget::start(&core);
+    let turn = Turn::begin(&core).await?;
     let mut encoding = Encoding::default();
-    for p in core.snapshot() {
-        p.relay(&req, &mut encoding, budget).await?;
+    for p in &turn.plugins {
+        p.relay(&req, &mut encoding, turn.budget).await?;
     }
     Ok(())
 }
@@ -38,10 +63,7 @@ pub(crate) async fn run_pod_sandbox(
     core: Arc<Core>,
     req: Request<RunPodSandboxRequest>,
 ) -> Result<(), Error> {
-    let _serialized = core.serialize_event().await?;
-    let _prune = PruneOnExit(&core);
-    let budget = EventBudget::start(&core);
-    let plugins = core.snapshot();
+    let turn = Turn::begin(&core).await?;
     // Only the guard needs the pod decoded.
     let guarded = match &core.pod_guard {
         Some(validator) => Some((validator, req.message()?)),
@@ -60,12 +82,12 @@ pub(crate) async fn run_pod_sandbox(
             }),
         None => Ok(()),
     };
-    guard(&plugins)?;
+    guard(&turn.plugins)?;
     let mut encoding = Encoding::default();
-    for p in &plugins {
-        p.relay(&req, &mut encoding, budget).await?;
+    for p in &turn.plugins {
+        p.relay(&req, &mut encoding, turn.budget).await?;
     }
-    guard(&plugins)
+    guard(&turn.plugins)
 }
 
 /// The plugins of `plugins` not gone (even during this event), as a
