@@ -12,6 +12,7 @@ use protobuf::Message;
 
 use crate::activate::start_plugins;
 use crate::call::Request;
+use crate::creation::Handed;
 use crate::shared::Core;
 use crate::thread::RuntimeThread;
 use crate::{
@@ -359,7 +360,7 @@ impl Adaptation {
         let core = Arc::clone(&self.core);
         self.on_event(
             Event::CREATE_CONTAINER,
-            events::create_container(core, events::Creation::Decoded(req)),
+            events::create_container(core, Handed::Decoded(req)),
         )
         .await
     }
@@ -377,7 +378,7 @@ impl Adaptation {
     pub async fn create_container_wire(&self, encoded: Vec<u8>) -> Result<Vec<u8>, Error> {
         let core = Arc::clone(&self.core);
         self.on_event(Event::CREATE_CONTAINER, async move {
-            let rsp = events::create_container(core, events::Creation::Encoded(encoded)).await?;
+            let rsp = events::create_container(core, Handed::Encoded(encoded)).await?;
             rsp.write_to_bytes().map_err(|e| {
                 Error::InvalidMessage(format!(
                     "cannot encode {}: {e}",
