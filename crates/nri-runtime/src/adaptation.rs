@@ -451,7 +451,7 @@ impl Adaptation {
         req: UpdateContainerRequest,
     ) -> Result<UpdateContainerResponse, Error> {
         let core = Arc::clone(&self.core);
-        self.on_event(Event::UPDATE_CONTAINER, events::update_container(core, req))
+        self.on_event(Event::UPDATE_CONTAINER, events::merge_event(core, req))
             .await
     }
 
@@ -468,7 +468,7 @@ impl Adaptation {
         req: StopContainerRequest,
     ) -> Result<StopContainerResponse, Error> {
         let core = Arc::clone(&self.core);
-        self.on_event(Event::STOP_CONTAINER, events::stop_container(core, req))
+        self.on_event(Event::STOP_CONTAINER, events::merge_event(core, req))
             .await
     }
 

@@ -2,6 +2,7 @@
 //! adaptation's runtime under the event lock; plugins dropped on the way are
 //! pruned at the end, whatever the outcome.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::budget::EventBudget;
@@ -9,7 +10,7 @@ use super::call::{Call, Encoding, Request};
 use super::creation::{Creation, Handed};
 use super::outgoing::Outgoing;
 use super::plugin::Plugin;
-use super::result::{CreateResult, StopResult, UpdateResult};
+use super::result::{CreateResult, MergeError, StopResult, UpdateResult};
 use super::{AuditVerdict, Core, Error};
 use nri_api::*;
 use protobuf::MessageField;
@@ -200,103 +201,153 @@ async fn vet(
     said
 }
 
-pub(crate) async fn update_container(
-    core: Arc<Core>,
-    mut req: UpdateContainerRequest,
-) -> Result<UpdateContainerResponse, Error> {
-    let _serialized = core.serialize_event().await?;
-    let _prune = PruneOnExit(&core);
-    let budget = EventBudget::start(&core);
-    let plugins = core.snapshot();
-    let draft = audit_draft(
-        &core,
-        UpdateContainerRequest::EVENT,
-        &req.pod,
-        &req.container,
-    );
-    let mut result = UpdateResult::new(&mut req);
-    let mut req = Request::Decoded(req);
-    let mut encoding = Encoding::default();
-    let outcome = async {
-        for p in &plugins {
-            let Some(rpl) = p.relay(&req, &mut encoding, budget).await? else {
-                continue;
-            };
-            core.metrics.record_plugin_adjustments(
-                &p.name,
-                UpdateContainerRequest::EVENT.pretty_name(),
-                None,
-                rpl.update.len(),
-                rpl.evict.len(),
-            );
-            // An update of the request's own container changes its resources.
-            if !rpl.update.is_empty() {
-                encoding.stale();
-            }
-            result
-                .apply(req.decoded_mut()?, &p.name, rpl)
-                .map_err(|e| Error::Merge(e.to_string()))?;
-        }
-        Ok(())
-    }
-    .await;
-    if let Some(draft) = draft {
-        audit_updates(
-            &core,
-            draft,
-            result.owners(),
-            &result.updates(),
-            &outcome,
-            &plugins,
-        )
-        .await;
-    }
-    outcome.map(|()| result.into_response())
+/// What UpdateContainer and StopContainer differ in. Otherwise their flow
+/// is one, [`merge_event`]: each plugin's reply merged in index order.
+pub(crate) trait MergedEvent: Call {
+    /// The merge of the replies so far.
+    type Merge;
+
+    /// The request's pod and container, for the audit record.
+    fn subject(&self) -> (&MessageField<PodSandbox>, &MessageField<Container>);
+
+    /// The merge before any reply, the request normalized as upstream
+    /// normalizes it before the first plugin.
+    fn start_merge(&mut self) -> Self::Merge;
+
+    /// Whether `rpl` changes the request later plugins are sent.
+    fn changes_request(rpl: &Self::Reply) -> bool;
+
+    fn merge(
+        merge: &mut Self::Merge,
+        req: &mut Self,
+        plugin: &str,
+        rpl: Self::Reply,
+    ) -> Result<(), MergeError>;
+
+    /// Who set what, for the audit record.
+    fn owners(merge: &Self::Merge) -> &OwningPlugins;
+
+    /// The updates merged so far, for the audit record.
+    fn updates(merge: &Self::Merge) -> Cow<'_, [ContainerUpdate]>;
+
+    fn into_response(merge: Self::Merge) -> Self::Reply;
 }
 
-pub(crate) async fn stop_container(
-    core: Arc<Core>,
-    req: StopContainerRequest,
-) -> Result<StopContainerResponse, Error> {
-    let _serialized = core.serialize_event().await?;
-    let _prune = PruneOnExit(&core);
-    let budget = EventBudget::start(&core);
-    let plugins = core.snapshot();
-    let draft = audit_draft(&core, StopContainerRequest::EVENT, &req.pod, &req.container);
-    let mut result = StopResult::new();
-    let req = Request::Decoded(req);
-    let mut encoding = Encoding::default();
+impl MergedEvent for UpdateContainerRequest {
+    type Merge = UpdateResult;
+
+    fn subject(&self) -> (&MessageField<PodSandbox>, &MessageField<Container>) {
+        (&self.pod, &self.container)
+    }
+
+    fn start_merge(&mut self) -> UpdateResult {
+        UpdateResult::new(self)
+    }
+
+    // An update of the request's own container changes its resources.
+    fn changes_request(rpl: &UpdateContainerResponse) -> bool {
+        !rpl.update.is_empty()
+    }
+
+    fn merge(
+        merge: &mut UpdateResult,
+        req: &mut Self,
+        plugin: &str,
+        rpl: UpdateContainerResponse,
+    ) -> Result<(), MergeError> {
+        merge.apply(req, plugin, rpl)
+    }
+
+    fn owners(merge: &UpdateResult) -> &OwningPlugins {
+        merge.owners()
+    }
+
+    fn updates(merge: &UpdateResult) -> Cow<'_, [ContainerUpdate]> {
+        Cow::Owned(merge.updates())
+    }
+
+    fn into_response(merge: UpdateResult) -> UpdateContainerResponse {
+        merge.into_response()
+    }
+}
+
+impl MergedEvent for StopContainerRequest {
+    type Merge = StopResult;
+
+    fn subject(&self) -> (&MessageField<PodSandbox>, &MessageField<Container>) {
+        (&self.pod, &self.container)
+    }
+
+    fn start_merge(&mut self) -> StopResult {
+        StopResult::new()
+    }
+
+    // Only other containers are updated.
+    fn changes_request(_: &StopContainerResponse) -> bool {
+        false
+    }
+
+    fn merge(
+        merge: &mut StopResult,
+        _: &mut Self,
+        plugin: &str,
+        rpl: StopContainerResponse,
+    ) -> Result<(), MergeError> {
+        merge.apply(plugin, rpl)
+    }
+
+    fn owners(merge: &StopResult) -> &OwningPlugins {
+        merge.owners()
+    }
+
+    fn updates(merge: &StopResult) -> Cow<'_, [ContainerUpdate]> {
+        Cow::Borrowed(merge.updates())
+    }
+
+    fn into_response(merge: StopResult) -> StopContainerResponse {
+        merge.into_response()
+    }
+}
+
+/// UpdateContainer or StopContainer (see [`MergedEvent`]).
+pub(crate) async fn merge_event<E>(core: Arc<Core>, mut req: E) -> Result<E::Reply, Error>
+where
+    E: MergedEvent,
+    E::Reply: Counted,
+{
+    let turn = Turn::begin(&core).await?;
+    let (pod, ctr) = req.subject();
+    let draft = audit_draft(&core, E::EVENT, pod, ctr);
+    let mut merged = req.start_merge();
+    let mut req = Outgoing::new(Request::Decoded(req));
     let outcome = async {
-        for p in &plugins {
-            let Some(rpl) = p.relay(&req, &mut encoding, budget).await? else {
+        for p in &turn.plugins {
+            let Some(rpl) = req.relay(p, turn.budget).await? else {
                 continue;
             };
-            core.metrics.record_plugin_adjustments(
-                &p.name,
-                StopContainerRequest::EVENT.pretty_name(),
-                None,
-                rpl.update.len(),
-                0,
-            );
-            result
-                .apply(&p.name, rpl)
-                .map_err(|e| Error::Merge(e.to_string()))?;
+            record_adjustments(&core, p, E::EVENT, &rpl);
+            if E::changes_request(&rpl) {
+                req.stale();
+            }
+            let target = req.request_mut().decoded_mut()?;
+            E::merge(&mut merged, target, &p.name, rpl).map_err(|e| Error::Merge(e.to_string()))?;
         }
         Ok(())
     }
     .await;
     if let Some(draft) = draft {
+        let updates = E::updates(&merged);
         audit_updates(
             &core,
             draft,
-            result.owners(),
-            result.updates(),
+            E::owners(&merged),
+            &updates,
             &outcome,
-            &plugins,
+            &turn.plugins,
         )
         .await;
     }
-    outcome.map(|()| result.into_response())
+    outcome.map(|()| E::into_response(merged))
 }
 
 /// What the metrics count of a plugin's reply: its adjustment of the new
@@ -308,6 +359,18 @@ pub(crate) trait Counted {
 impl Counted for CreateContainerResponse {
     fn counts(&self) -> (Option<&ContainerAdjustment>, usize, usize) {
         (self.adjust.as_ref(), self.update.len(), self.evict.len())
+    }
+}
+
+impl Counted for UpdateContainerResponse {
+    fn counts(&self) -> (Option<&ContainerAdjustment>, usize, usize) {
+        (None, self.update.len(), self.evict.len())
+    }
+}
+
+impl Counted for StopContainerResponse {
+    fn counts(&self) -> (Option<&ContainerAdjustment>, usize, usize) {
+        (None, self.update.len(), 0)
     }
 }
 
@@ -356,7 +419,7 @@ async fn audit_creation(
 
 /// Submits the record of an event that only updates containers, if a
 /// plugin changed something.
-pub(crate) async fn audit_updates(
+async fn audit_updates(
     core: &Core,
     mut draft: crate::audit::Draft,
     owners: &OwningPlugins,
@@ -370,10 +433,7 @@ pub(crate) async fn audit_updates(
     draft.changes(owners);
     if draft.worth_it() {
         draft.updates(updates);
-        let named: Vec<&Plugin> = plugins.iter().map(|p| &**p).collect();
-        auditor
-            .submit(draft.finish(outcome.as_ref().map(|_| ()), &named))
-            .await;
+        submit(auditor, draft, outcome, plugins).await;
     }
 }
 
