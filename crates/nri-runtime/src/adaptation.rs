@@ -12,6 +12,7 @@ use protobuf::Message;
 
 use crate::activate::start_plugins;
 use crate::call::Request;
+use crate::creation::Handed;
 use crate::shared::Core;
 use crate::thread::RuntimeThread;
 use crate::{
@@ -360,7 +361,7 @@ impl Adaptation {
         let core = Arc::clone(&self.core);
         self.on_event(
             Event::CREATE_CONTAINER,
-            events::create_container(core, events::Creation::Decoded(req)),
+            events::create_container(core, Handed::Decoded(req)),
         )
         .await
     }
@@ -378,7 +379,7 @@ impl Adaptation {
     pub async fn create_container_wire(&self, encoded: Vec<u8>) -> Result<Vec<u8>, Error> {
         let core = Arc::clone(&self.core);
         self.on_event(Event::CREATE_CONTAINER, async move {
-            let rsp = events::create_container(core, events::Creation::Encoded(encoded)).await?;
+            let rsp = events::create_container(core, Handed::Encoded(encoded)).await?;
             rsp.write_to_bytes().map_err(|e| {
                 Error::InvalidMessage(format!(
                     "cannot encode {}: {e}",
@@ -451,7 +452,7 @@ impl Adaptation {
         req: UpdateContainerRequest,
     ) -> Result<UpdateContainerResponse, Error> {
         let core = Arc::clone(&self.core);
-        self.on_event(Event::UPDATE_CONTAINER, events::update_container(core, req))
+        self.on_event(Event::UPDATE_CONTAINER, events::merge_event(core, req))
             .await
     }
 
@@ -468,7 +469,7 @@ impl Adaptation {
         req: StopContainerRequest,
     ) -> Result<StopContainerResponse, Error> {
         let core = Arc::clone(&self.core);
-        self.on_event(Event::STOP_CONTAINER, events::stop_container(core, req))
+        self.on_event(Event::STOP_CONTAINER, events::merge_event(core, req))
             .await
     }
 
