@@ -196,15 +196,23 @@ impl Plugin {
         }
     }
 
-    /// Tells the core once the plugin's connection is gone, so that the
-    /// next event prunes it (and refreshes the plugin count) even when no
-    /// plugin takes that event. Builtin and WASM plugins have no
-    /// connection to lose: the core closes them itself.
-    pub(crate) async fn report_when_gone(self: Arc<Self>) {
-        if matches!(self.transport, Transport::Ttrpc { .. }) {
-            self.gone().await;
-            self.core.note_closed(&self);
+    /// What tells the core once the plugin's connection is gone, so that
+    /// the next event prunes it (and refreshes the plugin count) even when
+    /// no plugin takes that event. None for builtin and WASM plugins: they
+    /// have no connection to lose, and the core closes them itself. (The
+    /// watcher holds the plugin until its connection is gone, which every
+    /// way out of the list brings about by closing it.)
+    pub(crate) fn connection_watch(
+        self: &Arc<Self>,
+    ) -> Option<impl std::future::Future<Output = ()> + use<>> {
+        if !matches!(self.transport, Transport::Ttrpc { .. }) {
+            return None;
         }
+        let plugin = Arc::clone(self);
+        Some(async move {
+            plugin.gone().await;
+            plugin.core.note_closed(&plugin);
+        })
     }
 
     /// The largest Synchronize message this plugin is sent: ttrpc's limit,

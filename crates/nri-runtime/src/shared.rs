@@ -308,8 +308,8 @@ impl Core {
             self.publish_events(&plugins);
             plugins.len()
         };
-        for p in new {
-            self.spawn(p.report_when_gone());
+        for watch in new.iter().filter_map(Plugin::connection_watch) {
+            self.spawn(watch);
         }
         self.metrics.update_plugin_count(count);
     }
@@ -349,8 +349,8 @@ impl Core {
             self.publish_events(&plugins);
             (added, replaced, plugins.len())
         };
-        if added {
-            self.spawn(Arc::clone(plugin).report_when_gone());
+        if let Some(watch) = added.then(|| plugin.connection_watch()).flatten() {
+            self.spawn(watch);
         }
         self.metrics.update_plugin_count(count);
         Activation::Active { added, replaced }
