@@ -31,6 +31,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -138,6 +139,11 @@ type Adaptation struct {
 	wasmCompiledAtStart bool
 
 	core *C.nri_adaptation
+	// Events in the core now. Kept apart from r, so that counting one down
+	// after the call does not keep r alive: built with nri_debug_gc, r's
+	// finalizer finds a call in progress when a runtime.KeepAlive(r) is
+	// missing, and says so.
+	inCore *eventCount
 }
 
 // Option changes one setting of an Adaptation being made by New.
@@ -251,6 +257,7 @@ func New(name, version string, syncFn SyncFn, updateFn UpdateFn, opts ...Option)
 	})
 
 	r := &Adaptation{
+		inCore:     new(eventCount),
 		name:       name,
 		version:    version,
 		nriVersion: runtimeNRIVersion(),
@@ -275,7 +282,12 @@ func New(name, version string, syncFn SyncFn, updateFn UpdateFn, opts ...Option)
 	if err := r.createCore(); err != nil {
 		return nil, err
 	}
-	runtime.SetFinalizer(r, func(r *Adaptation) { C.nri_adaptation_free(r.core) })
+	runtime.SetFinalizer(r, func(r *Adaptation) {
+		if debugGC && r.inCore.busy() {
+			panic("nri-rs: an Adaptation was finalized while the core ran an event for it: a runtime.KeepAlive is missing")
+		}
+		C.nri_adaptation_free(r.core)
+	})
 
 	log.Infof(noCtx, "runtime interface created (nri-rs %s, NRI %s)", Version(), C.GoString(C.nri_api_version()))
 	return r, nil
@@ -605,14 +617,35 @@ func (r *Adaptation) relay(ctx context.Context, ev api.Event, data []byte, rsp *
 	return err
 }
 
+// eventCount counts an adaptation's events in the core. A nil count (a
+// zero Adaptation's) counts nothing.
+type eventCount struct{ n atomic.Int32 }
+
+func (c *eventCount) enter() {
+	if c != nil {
+		c.n.Add(1)
+	}
+}
+
+func (c *eventCount) leave() {
+	if c != nil {
+		c.n.Add(-1)
+	}
+}
+
+func (c *eventCount) busy() bool { return c != nil && c.n.Load() > 0 }
+
 // callEvent is the one call of nri_adaptation_event; cancel is nil for an
 // event that cannot be given up.
 func (r *Adaptation) callEvent(ev api.Event, cancel *C.nri_cancel, data []byte, rsp *C.nri_buffer) error {
 	p, n := bytesArg(data)
 	var cerr *C.nri_error
+	inCore := r.inCore
+	inCore.enter()
 	raceIOSync()
 	err := takeError(C.nri_adaptation_event(r.core, C.int32_t(ev), cancel, p, n, rsp, &cerr), cerr)
 	raceIOSync()
+	inCore.leave()
 	runtime.KeepAlive(data)
 	runtime.KeepAlive(r)
 	return err
