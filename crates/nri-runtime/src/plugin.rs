@@ -211,7 +211,7 @@ impl Plugin {
         let plugin = Arc::clone(self);
         Some(async move {
             plugin.gone().await;
-            plugin.core.note_closed(&plugin);
+            plugin.core.note_closed();
         })
     }
 

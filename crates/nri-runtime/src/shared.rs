@@ -268,14 +268,12 @@ impl Core {
             .store(u64::from(events) | running | prune, Ordering::Release);
     }
 
-    /// Marks the list as holding a closed plugin, if `plugin` is still in
-    /// it ([`PRUNE_PENDING`]). Under the list's lock, so that no
-    /// [`Core::publish`] in progress overwrites the mark.
-    pub(crate) fn note_closed(&self, plugin: &Arc<Plugin>) {
+    /// Republishes [`Core::state`] once a plugin's connection is gone, so
+    /// that [`PRUNE_PENDING`] says whether a closed plugin is still in the
+    /// list: [`Core::publish`] is the one place that works it out.
+    pub(crate) fn note_closed(&self) {
         let plugins = self.lock_plugins();
-        if plugins.iter().any(|p| Arc::ptr_eq(p, plugin)) {
-            self.state.fetch_or(PRUNE_PENDING, Ordering::AcqRel);
-        }
+        self.publish_events(&plugins);
     }
 
     /// Republishes the events after the locked list `plugins` changed.
