@@ -30,7 +30,7 @@ pub(crate) async fn start_plugins(
             String::new(),
             None,
             Transport::Builtin(b.handlers.clone()),
-            Arc::clone(&core),
+            core.clone(),
         ));
         hold_name(&core, &p);
         p.configure().await.map_err(|e| {
@@ -74,6 +74,7 @@ pub(crate) async fn start_plugins(
 
     let cb = SyncCb::new(
         sync::SyncTargets::Started(started.clone()),
+        recorder(&core),
         core.next_stop(),
     );
     if let Err(e) = core.sync_fn.sync(cb).await {
@@ -124,7 +125,7 @@ async fn load_wasm(core: &Arc<Core>, d: &launch::Discovered) -> Result<Arc<Plugi
         d.config.clone(),
         d.runtime.request_timeout,
         Transport::Wasm(module),
-        Arc::clone(core),
+        core.clone(),
     ));
     hold_name(core, &p);
     p.configure().await?;
@@ -147,6 +148,12 @@ fn hold_name(core: &Arc<Core>, p: &Arc<Plugin>) {
 /// plugins' syncs wait their turn) but not the event lock: events and other
 /// handshakes go on meanwhile. A plugin that goes away while it waits
 /// leaves the queue.
+/// Where a sync's updates are recorded: the audit log, if kept.
+fn recorder(core: &Core) -> Option<Arc<dyn sync::SyncRecorder>> {
+    let auditor = core.audit.clone()?;
+    Some(auditor)
+}
+
 pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
     let turn = tokio::select! {
         turn = core.sync_lock.exclusive() => turn,
@@ -166,6 +173,7 @@ pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
     });
     let cb = SyncCb::new(
         sync::SyncTargets::External(Arc::clone(&plugin), within),
+        recorder(&core),
         core.next_stop(),
     );
     match core.sync_fn.sync(cb).await {

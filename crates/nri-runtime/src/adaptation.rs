@@ -66,7 +66,8 @@ impl Adaptation {
             .audit
             .wants_records()
             .then(|| crate::audit::Auditor::start(opts.audit))
-            .transpose()?;
+            .transpose()?
+            .map(Arc::new);
         let core = Arc::new(Core {
             runtime_name: name.into(),
             runtime_version: version.into(),

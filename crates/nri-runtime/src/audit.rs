@@ -317,6 +317,23 @@ impl Auditor {
     }
 }
 
+impl crate::sync::SyncRecorder for Auditor {
+    /// The updates were handed to the runtime with its sync: "applied" as
+    /// far as the adaptation can tell.
+    fn synchronized<'a>(
+        &'a self,
+        plugin: &'a Plugin,
+        updates: &'a [ContainerUpdate],
+    ) -> futures::future::BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let record = self.plugin_updates("Synchronize", plugin, updates.to_vec(), Ok(()));
+            if let Some(record) = record {
+                self.submit(record).await;
+            }
+        })
+    }
+}
+
 impl Drop for Auditor {
     /// Delivers what is queued before the adaptation is gone, so the
     /// runtime's sink is never called after it freed the adaptation.

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::{Core, Error};
+use crate::Error;
 
 /// An event's budget, from the moment it started.
 #[derive(Clone, Copy, Debug)]
@@ -30,10 +30,11 @@ pub(crate) struct CallTimeout {
 }
 
 impl EventBudget {
-    /// The budget of an event starting now.
-    pub(crate) fn start(core: &Core) -> EventBudget {
+    /// The budget of an event starting now: `budget`, if the runtime set
+    /// one.
+    pub(crate) fn start(budget: Option<Duration>) -> EventBudget {
         EventBudget {
-            until: core.event_timeout.map(|b| (Instant::now() + b, b)),
+            until: budget.map(|b| (Instant::now() + b, b)),
         }
     }
 

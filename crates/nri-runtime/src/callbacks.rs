@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use super::sync::{EncodedState, StateSource, SyncTargets};
+use super::sync::{EncodedState, StateSource, SyncRecorder, SyncTargets};
 use super::thread::NextStop;
 use super::{BoxError, Error};
 use nri_api::{Container, ContainerUpdate, PodSandbox};
@@ -61,13 +61,19 @@ where
 #[derive(Clone)]
 pub struct SyncCb {
     targets: Arc<SyncTargets>,
+    recorder: Option<Arc<dyn SyncRecorder>>,
     stop: NextStop,
 }
 
 impl SyncCb {
-    pub(crate) fn new(targets: SyncTargets, stop: NextStop) -> SyncCb {
+    pub(crate) fn new(
+        targets: SyncTargets,
+        recorder: Option<Arc<dyn SyncRecorder>>,
+        stop: NextStop,
+    ) -> SyncCb {
         SyncCb {
             targets: Arc::new(targets),
+            recorder,
             stop,
         }
     }
@@ -113,7 +119,7 @@ impl SyncCb {
         tokio::select! {
             biased;
             () = stop.wait() => Err(Error::NotRunning),
-            result = self.targets.synchronize(state) => result,
+            result = self.targets.synchronize(state, self.recorder.as_deref()) => result,
         }
     }
 }

@@ -32,7 +32,7 @@ impl Turn<'_> {
     async fn begin(core: &Core) -> Result<Turn<'_>, Error> {
         let serialized = core.serialize_event().await?;
         let prune = PruneOnExit(core);
-        let budget = EventBudget::start(core);
+        let budget = EventBudget::start(core.event_timeout);
         Ok(Turn {
             plugins: core.snapshot(),
             budget,

@@ -50,6 +50,7 @@ mod connect;
 mod creation;
 mod dropin;
 mod error;
+mod host;
 mod identity;
 mod launch;
 mod listener;

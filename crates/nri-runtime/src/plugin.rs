@@ -16,10 +16,11 @@ use super::call::{Call, Encoding, Request};
 use super::child::Child;
 use super::client::PluginConn;
 use super::error::{is_oversized_message, is_oversized_reply, peer_text};
+use super::host::Host;
 use super::identity::PeerIdentity;
 use super::names::NameClaim;
 use super::wasm::{self, WasmPlugin};
-use super::{Core, Deprecation, Error};
+use super::{Deprecation, Error};
 use nri_api::mux::Mux;
 use nri_api::{self as api, Event, EventMask};
 use protobuf::Message;
@@ -80,7 +81,7 @@ pub(crate) struct Plugin {
     /// has a StateChange form; sticky, as upstream.
     state_change: AtomicBool,
     warned: Mutex<HashSet<Event>>,
-    core: Arc<Core>,
+    host: Arc<dyn Host>,
 }
 
 impl Plugin {
@@ -93,15 +94,10 @@ impl Plugin {
         config: String,
         dropin_timeout: Option<Duration>,
         transport: Transport,
-        core: Arc<Core>,
+        host: Arc<dyn Host>,
     ) -> Plugin {
         let name = format!("{idx}-{base}");
-        let request_timeout = core
-            .plugin_request_timeouts
-            .get(&name)
-            .or_else(|| core.plugin_request_timeouts.get(&base))
-            .copied()
-            .or(dropin_timeout);
+        let request_timeout = host.plugin_request_timeout(&name, &base).or(dropin_timeout);
         Plugin {
             name,
             request_timeout,
@@ -118,7 +114,7 @@ impl Plugin {
             closed: AtomicBool::new(false),
             state_change: AtomicBool::new(false),
             warned: Mutex::new(HashSet::new()),
-            core,
+            host,
         }
     }
 
@@ -140,11 +136,6 @@ impl Plugin {
         }
     }
 
-    /// What it shares with the adaptation.
-    pub(crate) fn core(&self) -> &Core {
-        &self.core
-    }
-
     /// Where it came from, as logs name it.
     pub(crate) fn origin_name(&self) -> &'static str {
         match self.origin {
@@ -159,7 +150,7 @@ impl Plugin {
     /// has one, else the adaptation's.
     pub(crate) fn request_timeout(&self) -> Duration {
         self.request_timeout
-            .unwrap_or_else(|| self.core.request_timeout())
+            .unwrap_or_else(|| self.host.request_timeout())
     }
 
     pub(crate) fn events(&self) -> EventMask {
@@ -211,7 +202,7 @@ impl Plugin {
         let plugin = Arc::clone(self);
         Some(async move {
             plugin.gone().await;
-            plugin.core.note_closed();
+            plugin.host.note_closed();
         })
     }
 
@@ -256,30 +247,30 @@ impl Plugin {
             let server = server.lock().unwrap_or_else(|e| e.into_inner()).take();
             let child = child.lock().unwrap_or_else(|e| e.into_inner()).take();
             if let Some(mut server) = server {
-                self.core.spawn_teardown(async move {
+                self.host.spawn_teardown(Box::pin(async move {
                     let _ = server.shutdown().await;
-                });
+                }));
             }
             if let Some(mut child) = child {
                 // Launched plugins get no graceful shutdown, as upstream.
                 // Ended by a stop, the task drops the child, which kills it.
-                self.core.spawn(async move {
+                self.host.spawn(Box::pin(async move {
                     let _ = child.kill().await;
-                });
+                }));
             }
         }
     }
 
     /// Sends Configure and records the subscription.
     pub(crate) async fn configure(&self) -> Result<(), Error> {
-        let core = &self.core;
+        let host = &self.host;
         let req = api::ConfigureRequest {
             config: self.config.clone(),
-            runtime_name: core.runtime_name.clone(),
-            runtime_version: core.runtime_version.clone(),
-            registration_timeout: millis(core.registration_timeout()),
+            runtime_name: host.runtime_name().to_string(),
+            runtime_version: host.runtime_version().to_string(),
+            registration_timeout: millis(host.registration_timeout()),
             request_timeout: millis(self.request_timeout()),
-            NRI_version: core.nri_version.clone(),
+            NRI_version: host.nri_version().to_string(),
             ..Default::default()
         };
         let timeout = self.request_timeout();
@@ -361,7 +352,7 @@ impl Plugin {
     ) -> Result<T, Error> {
         let started = Instant::now();
         let res = call.await;
-        let metrics = &self.core.metrics;
+        let metrics = self.host.metrics();
         metrics.record_plugin_latency(&self.name, op, started.elapsed());
         metrics.record_plugin_invocation(&self.name, op, res.as_ref().err());
         res
@@ -524,7 +515,7 @@ impl Plugin {
             "does not implement a dedicated {} RPC call",
             event.pretty_name()
         );
-        match &self.core.deprecation {
+        match self.host.deprecation() {
             Some(rec) => rec.plugin_warning(Deprecation::StateChange, &self.name, &details),
             None => {
                 warn!("plugin {} {details}", self.qualified_name());
@@ -641,8 +632,8 @@ impl Plugin {
         let res = self.measured(op, call).await;
         if let Ok(rpl) = &res {
             let updates = rpl.update.len();
-            self.core
-                .metrics
+            self.host
+                .metrics()
                 .record_plugin_adjustments(&self.name, op, None, updates, 0);
         }
         res

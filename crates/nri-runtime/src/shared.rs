@@ -11,6 +11,7 @@ use std::time::Duration;
 use log::info;
 use nri_api::*;
 
+use crate::host::Host;
 use crate::options::{REGISTRATION_TIMEOUT_MS, REQUEST_TIMEOUT_MS};
 use crate::plugin::Plugin;
 use crate::thread::NextStop;
@@ -43,7 +44,7 @@ pub(crate) struct Core {
     /// ([`Options::plugin_identities`](crate::Options::plugin_identities)).
     pub(crate) identities: Option<crate::IdentityPolicy>,
     /// Where audit records go, if the runtime keeps an audit log.
-    pub(crate) audit: Option<crate::audit::Auditor>,
+    pub(crate) audit: Option<Arc<crate::audit::Auditor>>,
     /// The names plugins hold (kept only with `identities`).
     pub(crate) names: Arc<crate::names::Names>,
     /// [`Options::wasm_memory_limit`](crate::Options::wasm_memory_limit).
@@ -381,6 +382,53 @@ impl Core {
             p.close();
         }
         self.metrics.update_plugin_count(0);
+    }
+}
+
+impl Host for Core {
+    fn runtime_name(&self) -> &str {
+        &self.runtime_name
+    }
+
+    fn runtime_version(&self) -> &str {
+        &self.runtime_version
+    }
+
+    fn nri_version(&self) -> &str {
+        &self.nri_version
+    }
+
+    fn registration_timeout(&self) -> Duration {
+        Core::registration_timeout(self)
+    }
+
+    fn request_timeout(&self) -> Duration {
+        Core::request_timeout(self)
+    }
+
+    fn plugin_request_timeout(&self, name: &str, base: &str) -> Option<Duration> {
+        let timeouts = &self.plugin_request_timeouts;
+        timeouts.get(name).or_else(|| timeouts.get(base)).copied()
+    }
+
+    fn metrics(&self) -> &dyn Metrics {
+        &*self.metrics
+    }
+
+    fn deprecation(&self) -> Option<&dyn DeprecationRecorder> {
+        self.deprecation.as_deref()
+    }
+
+    fn spawn(&self, task: futures::future::BoxFuture<'static, ()>) {
+        Core::spawn(self, task);
+    }
+
+    fn spawn_teardown(&self, task: futures::future::BoxFuture<'static, ()>) {
+        Core::spawn_teardown(self, task);
+    }
+
+    fn note_closed(&self) {
+        Core::note_closed(self);
     }
 }
 

@@ -263,6 +263,7 @@ impl From<SyncError> for Error {
 pub(crate) async fn synchronize(
     plugin: &Plugin,
     state: &dyn StateSource,
+    recorder: Option<&dyn SyncRecorder>,
 ) -> Result<Vec<ContainerUpdate>, SyncError> {
     let deadline = tokio::time::Instant::now() + plugin.request_timeout();
     let mut plan = Plan::new(state, plugin.message_limit());
@@ -289,14 +290,8 @@ pub(crate) async fn synchronize(
         }
         .map_err(SyncError::Plugin)?;
         let Some(following) = following else {
-            if let Some(auditor) = plugin.core().audit.as_ref() {
-                // Handed to the runtime with the sync: "applied" as far
-                // as the adaptation can tell.
-                let record =
-                    auditor.plugin_updates("Synchronize", plugin, rpl.update.clone(), Ok(()));
-                if let Some(record) = record {
-                    auditor.submit(record).await;
-                }
+            if let Some(recorder) = recorder {
+                recorder.synchronized(plugin, &rpl.update).await;
             }
             return Ok(rpl.update);
         };
@@ -425,6 +420,16 @@ impl Chunk {
     }
 }
 
+/// Where the updates a plugin asked for in its sync are recorded: the
+/// audit log, when the runtime keeps one.
+pub(crate) trait SyncRecorder: Send + Sync {
+    fn synchronized<'a>(
+        &'a self,
+        plugin: &'a Plugin,
+        updates: &'a [ContainerUpdate],
+    ) -> futures::future::BoxFuture<'a, ()>;
+}
+
 /// What is done with an external plugin as soon as it has answered its
 /// Synchronize, within the runtime's sync: making it active there
 /// ([`Options::activate_within_sync`](crate::Options::activate_within_sync)).
@@ -445,10 +450,11 @@ impl SyncTargets {
     pub(crate) async fn synchronize(
         &self,
         state: &dyn StateSource,
+        recorder: Option<&dyn SyncRecorder>,
     ) -> Result<Vec<ContainerUpdate>, Error> {
         let plugins = match self {
             SyncTargets::External(p, on_synchronized) => {
-                let updates = synchronize(p, state).await?;
+                let updates = synchronize(p, state, recorder).await?;
                 if let Some(then) = on_synchronized {
                     then(p);
                 }
@@ -458,7 +464,7 @@ impl SyncTargets {
         };
         let mut updates = Vec::new();
         for p in plugins {
-            match synchronize(p, state).await {
+            match synchronize(p, state, recorder).await {
                 Ok(u) => updates.extend(u),
                 Err(SyncError::Plugin(e)) => {
                     warn!(

@@ -1,0 +1,36 @@
+//! [`Host`]: what a plugin asks of the adaptation that hosts it. The core
+//! implements it; a plugin sees nothing else of the core, so everything
+//! about plugins sits below the core in the module graph.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use crate::{DeprecationRecorder, Metrics};
+
+pub(crate) trait Host: Send + Sync {
+    /// Who the runtime is, as Configure tells a plugin.
+    fn runtime_name(&self) -> &str;
+    fn runtime_version(&self) -> &str;
+    fn nri_version(&self) -> &str;
+
+    /// The adaptation's timeouts (a plugin's own request timeout, if it
+    /// has one, comes from [`Host::plugin_request_timeout`]).
+    fn registration_timeout(&self) -> Duration;
+    fn request_timeout(&self) -> Duration;
+
+    /// The runtime's setting for one plugin's request timeout, by its
+    /// `idx-name` or else its name.
+    fn plugin_request_timeout(&self, name: &str, base: &str) -> Option<Duration>;
+
+    fn metrics(&self) -> &dyn Metrics;
+    fn deprecation(&self) -> Option<&dyn DeprecationRecorder>;
+
+    /// Runs `task` until it ends or the adaptation stops.
+    fn spawn(&self, task: BoxFuture<'static, ()>);
+    /// Runs teardown that a stop must not cut short.
+    fn spawn_teardown(&self, task: BoxFuture<'static, ()>);
+
+    /// A plugin's connection is gone: the next event must prune it.
+    fn note_closed(&self);
+}
