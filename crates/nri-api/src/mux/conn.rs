@@ -14,7 +14,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use super::error::{to_io, MuxError};
 use super::frame::{self, Assembler, Framing};
 use super::receive::{Budget, MessageScanner};
-use super::writer::Unit;
+use super::writer::{Unit, UnitOwner};
 use super::{ConnId, Owner, ReceiveLimits, Shared, MAX_PAYLOAD};
 
 /// Receive buffers above this capacity are released when they run empty, so
@@ -74,6 +74,18 @@ struct ConnState {
     /// Sticky write failure: the outgoing byte stream can no longer be framed.
     write_error: Option<Arc<MuxError>>,
     write_shutdown: bool,
+}
+
+impl UnitOwner for ConnShared {
+    /// The writer task put `len` bytes of this connection on the trunk.
+    fn written(&self, len: usize) {
+        let wakers = {
+            let mut st = self.lock();
+            st.in_flight -= len;
+            [st.write_waker.take(), st.drain_waker.take()]
+        };
+        wakers.into_iter().flatten().for_each(Waker::wake);
+    }
 }
 
 impl ConnShared {
@@ -195,16 +207,6 @@ impl ConnShared {
             st.assembler.clear();
             st.closed = Some(reason);
             st.take_wakers()
-        };
-        wakers.into_iter().flatten().for_each(Waker::wake);
-    }
-
-    /// The writer task put `len` bytes of this connection on the trunk.
-    pub(crate) fn written(&self, len: usize) {
-        let wakers = {
-            let mut st = self.lock();
-            st.in_flight -= len;
-            [st.write_waker.take(), st.drain_waker.take()]
         };
         wakers.into_iter().flatten().for_each(Waker::wake);
     }
@@ -384,7 +386,7 @@ impl Conn {
             return Ok(());
         }
         let len = bufs.iter().map(Bytes::len).sum();
-        let unit = Unit::new(bufs, len, Arc::clone(&self.shared));
+        let unit = Unit::new(bufs, len, self.shared.clone());
         if self.mux.write_tx.send(unit).is_err() {
             return Err(to_io(&Arc::new(MuxError::Closed)));
         }

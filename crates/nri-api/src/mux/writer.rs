@@ -20,7 +20,6 @@ use bytes::{Buf, Bytes};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::conn::ConnShared;
 use super::error::MuxError;
 use super::Shared;
 
@@ -28,15 +27,21 @@ use super::Shared;
 const MAX_BATCH: usize = 64;
 const MAX_SLICES: usize = 64;
 
+/// Who is credited once a unit is on the trunk: the connection that queued
+/// it, which then has that much more room to write.
+pub(crate) trait UnitOwner: Send + Sync {
+    fn written(&self, len: usize);
+}
+
 /// Frames to put on the trunk back to back, and whom to credit when done.
 pub(crate) struct Unit {
     bufs: Vec<Bytes>,
     len: usize,
-    owner: Arc<ConnShared>,
+    owner: Arc<dyn UnitOwner>,
 }
 
 impl Unit {
-    pub(crate) fn new(bufs: Vec<Bytes>, len: usize, owner: Arc<ConnShared>) -> Unit {
+    pub(crate) fn new(bufs: Vec<Bytes>, len: usize, owner: Arc<dyn UnitOwner>) -> Unit {
         Unit { bufs, len, owner }
     }
 }
