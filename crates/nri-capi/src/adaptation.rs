@@ -15,9 +15,10 @@ use futures::executor::block_on;
 
 use super::buffer::{nri_buffer, str_arg};
 use super::callbacks::{nri_callbacks, FfiSync, FfiUpdate, UserData};
-use super::error::{boundary, boundary_void, nri_error, nri_status, Failure};
+use super::error::{boundary, boundary_void, nri_error};
 use super::options::nri_options;
 use super::ptr::{arg_ref, Handle, OutSlot};
+use super::status::{nri_status, Failure};
 use nri_api::*;
 use nri_runtime::{self as adaptation, Adaptation, Options, PluginSyncBlock};
 

@@ -5,7 +5,7 @@ use std::ffi::{c_char, CStr};
 
 use protobuf::Message;
 
-use super::error::{nri_status, Failure};
+use super::status::{nri_status, Failure};
 
 /// Bytes owned by the library (an encoded protobuf message). Release with
 /// `nri_buffer_free`. An empty buffer has `data == NULL` and `len == 0`.

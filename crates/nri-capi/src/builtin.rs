@@ -10,8 +10,8 @@ use protobuf::Message;
 
 use super::buffer::str_arg;
 use super::callbacks::{decode_reply, nri_free_fn, nri_reply, run_blocking, UserData};
-use super::error::Failure;
 use super::ptr::arg_ref;
+use super::status::Failure;
 use nri_api::*;
 use nri_runtime::{BoxError, BuiltinHandlers};
 

@@ -18,8 +18,9 @@ use futures::future::BoxFuture;
 use protobuf::Message;
 
 use super::buffer::{bytes, decode, encode as encode_message, nri_buffer, str_arg};
-use super::error::{boundary, nri_error, nri_status, Failure};
+use super::error::{boundary, nri_error};
 use super::ptr::{arg_mut, arg_ref, slice_arg, OutSlot};
+use super::status::{nri_status, Failure};
 use nri_api::*;
 use nri_runtime::{BoxError, EncodedState, StateSource, SyncCb, SyncFn, UpdateFn};
 

@@ -4,8 +4,9 @@
 //! any thread; the event then stops where it is and returns
 //! `NRI_STATUS_CANCELED`, and no plugin is blamed or dropped for it.
 
-use super::error::{boundary, boundary_void, nri_error, nri_status, Failure};
+use super::error::{boundary, boundary_void, nri_error};
 use super::ptr::{Handle, OutSlot};
+use super::status::{nri_status, Failure};
 
 /// Why an event was given up, as Go's context reports it.
 #[repr(u32)]

@@ -10,8 +10,9 @@ use nri_runtime::block_on_event;
 use super::adaptation::nri_adaptation;
 use super::buffer::{decode, encode, nri_buffer};
 use super::cancel::nri_cancel;
-use super::error::{boundary, nri_error, nri_status, Failure};
+use super::error::{boundary, nri_error};
 use super::ptr::{Handle, OutSlot};
+use super::status::{nri_status, Failure};
 use nri_api::*;
 use nri_runtime::{Adaptation, Error};
 

@@ -35,6 +35,7 @@ mod metrics;
 mod options;
 mod ptr;
 mod spec;
+mod status;
 mod wasm_engine;
 
 pub use self::adaptation::*;
@@ -44,7 +45,7 @@ pub use self::callbacks::*;
 pub use self::cancel::*;
 pub use self::error::{
     nri_cause, nri_error, nri_error_cause, nri_error_cause_message, nri_error_code, nri_error_free,
-    nri_error_is_call_error, nri_error_message, nri_error_plugin, nri_error_status, nri_status,
+    nri_error_is_call_error, nri_error_message, nri_error_plugin, nri_error_status,
     nri_status_name,
 };
 pub use self::events::*;
@@ -52,6 +53,7 @@ pub use self::log::*;
 pub use self::metrics::*;
 pub use self::options::*;
 pub use self::spec::*;
+pub use self::status::nri_status;
 pub use self::wasm_engine::{
     nri_wasm_call_fn, nri_wasm_engine, nri_wasm_load_fn, nri_wasm_release_fn, nri_wasm_status,
 };

@@ -6,7 +6,8 @@ use std::sync::RwLock;
 
 use log::{Level, LevelFilter, Log, Metadata, Record};
 
-use super::error::{boundary, nri_error, to_cstring, Failure};
+use super::error::{boundary, nri_error, to_cstring};
+use super::status::Failure;
 
 /// Severity of a log record.
 #[repr(u32)]
@@ -111,7 +112,7 @@ pub unsafe extern "C" fn nri_set_log_callback(
     user_data: *mut c_void,
     max_level: u32,
     err: *mut *mut nri_error,
-) -> super::error::nri_status {
+) -> super::status::nri_status {
     boundary(err, || {
         let filter = match max_level {
             0 => LevelFilter::Off,
@@ -156,7 +157,7 @@ mod tests {
         let enabled = |target: &str, level: Level| {
             FfiLogger.enabled(&Metadata::builder().target(target).level(level).build())
         };
-        assert!(enabled("nri_runtime::plugin", Level::Debug));
+        assert!(enabled("nri_runtime::plugins::plugin", Level::Debug));
         assert!(enabled("nri_wasm::abi", Level::Debug));
         assert!(!enabled("wasmparser::validator", Level::Debug));
         assert!(!enabled(
@@ -169,6 +170,6 @@ mod tests {
         ));
         assert!(!enabled("regalloc2::ion", Level::Debug));
         assert!(enabled("wasmtime::runtime::module", Level::Warn));
-        assert!(!enabled("nri_runtime::plugin", Level::Trace));
+        assert!(!enabled("nri_runtime::plugins::plugin", Level::Trace));
     }
 }

@@ -13,11 +13,12 @@ use std::time::Duration;
 use super::buffer::str_arg;
 use super::builtin::{nri_builtin_plugin, FfiBuiltin};
 use super::callbacks::{nri_free_fn, UserData};
-use super::error::{boundary, nri_error, nri_status, Failure};
+use super::error::{boundary, nri_error};
 use super::metrics::{
     nri_audit_fn, nri_deprecation_fn, nri_metrics, FfiAudit, FfiDeprecation, FfiMetrics,
 };
 use super::ptr::{arg_ref, Handle};
+use super::status::{nri_status, Failure};
 use super::wasm_engine::{nri_wasm_engine, FfiWasmEngine};
 use nri_runtime::{BuiltinPlugin, OptionError, Options};
 

@@ -12,7 +12,7 @@
 use std::marker::PhantomData;
 use std::ptr::NonNull;
 
-use super::error::Failure;
+use super::status::Failure;
 
 /// A borrowed argument that must not be NULL: "`name` is NULL" otherwise.
 ///
@@ -184,7 +184,7 @@ pub(crate) trait Handle: Sized {
 #[allow(clippy::undocumented_unsafe_blocks)]
 mod tests {
     use super::*;
-    use crate::error::nri_status;
+    use crate::status::nri_status;
 
     struct Thing(u32);
 

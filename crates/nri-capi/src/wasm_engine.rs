@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use super::callbacks::{nri_free_fn, nri_reply, UserData};
 use super::error::to_cstring;
-use super::error::Failure;
 use super::ptr::arg_ref;
+use super::status::Failure;
 use nri_runtime::{WasmEngine, WasmFailure, WasmModule};
 
 /// How a call into a lent engine's module ended.
