@@ -10,14 +10,14 @@ use log::info;
 use nri_api::*;
 use protobuf::Message;
 
-use crate::activate::start_plugins;
-use crate::call::Request;
-use crate::creation::Handed;
-use crate::shared::Core;
-use crate::thread::RuntimeThread;
+use crate::connections::activate::start_plugins;
+use crate::core_state::Core;
+use crate::events::creation::Handed;
+use crate::plugins::request::{Call, Request};
+use crate::threads::runtime::RuntimeThread;
 use crate::{
-    call, connect, events, listener, sync, BuiltinPlugin, Error, Options, PluginSyncBlock, SyncFn,
-    UpdateFn, NRI_VERSION,
+    connections::connect, connections::listener, events, sync, BuiltinPlugin, Error, Options,
+    PluginSyncBlock, SyncFn, UpdateFn, NRI_VERSION,
 };
 
 /// The NRI runtime adaptation (upstream `Adaptation`).
@@ -65,7 +65,7 @@ impl Adaptation {
         let audit = opts
             .audit
             .wants_records()
-            .then(|| crate::audit::Auditor::start(opts.audit))
+            .then(|| crate::results::audit::Auditor::start(opts.audit))
             .transpose()?
             .map(Arc::new);
         let core = Arc::new(Core {
@@ -102,7 +102,7 @@ impl Adaptation {
             plugins: Mutex::new(Vec::new()),
             events: tokio::sync::Mutex::new(()),
             state: AtomicU64::new(0),
-            sync_lock: sync::SyncLock::default(),
+            sync_lock: sync::lock::SyncLock::default(),
             unregistered: nri_api::mux::Budget::new(connect::UNREGISTERED_BUDGET),
         });
         info!("runtime interface created");
@@ -478,7 +478,7 @@ impl Adaptation {
         self.relay_all(req).await
     }
 
-    async fn relay_all<C: call::Call>(&self, req: C) -> Result<(), Error> {
+    async fn relay_all<C: Call>(&self, req: C) -> Result<(), Error> {
         let core = Arc::clone(&self.core);
         self.on_event(C::EVENT, events::relay_all(core, Request::Decoded(req)))
             .await
@@ -486,7 +486,7 @@ impl Adaptation {
 }
 
 /// Relaying `encoded` as a `C`, once it is checked.
-fn relay_checked<C: call::Call + protobuf::MessageFull>(
+fn relay_checked<C: Call + protobuf::MessageFull>(
     core: Arc<Core>,
     encoded: Vec<u8>,
 ) -> Result<futures::future::BoxFuture<'static, Result<(), Error>>, Error> {

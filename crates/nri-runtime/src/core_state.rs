@@ -11,10 +11,10 @@ use std::time::Duration;
 use log::info;
 use nri_api::*;
 
-use crate::host::Host;
 use crate::options::{REGISTRATION_TIMEOUT_MS, REQUEST_TIMEOUT_MS};
-use crate::plugin::Plugin;
-use crate::thread::NextStop;
+use crate::plugins::host::Host;
+use crate::plugins::plugin::Plugin;
+use crate::threads::runtime::NextStop;
 use crate::{sync, DeprecationRecorder, Error, Metrics, SyncFn, UpdateFn};
 
 /// State shared by the adaptation, its plugins and their connections.
@@ -44,9 +44,9 @@ pub(crate) struct Core {
     /// ([`Options::plugin_identities`](crate::Options::plugin_identities)).
     pub(crate) identities: Option<crate::IdentityPolicy>,
     /// Where audit records go, if the runtime keeps an audit log.
-    pub(crate) audit: Option<Arc<crate::audit::Auditor>>,
+    pub(crate) audit: Option<Arc<crate::results::audit::Auditor>>,
     /// The names plugins hold (kept only with `identities`).
-    pub(crate) names: Arc<crate::names::Names>,
+    pub(crate) names: Arc<crate::plugins::names::Names>,
     /// [`Options::wasm_memory_limit`](crate::Options::wasm_memory_limit).
     pub(crate) wasm_memory_limit: usize,
     /// [`Options::wasm_cache_dir`](crate::Options::wasm_cache_dir).
@@ -86,7 +86,7 @@ pub(crate) struct Core {
     /// event either runs entirely before the plugins are closed or not at
     /// all.
     pub(crate) state: AtomicU64,
-    pub(crate) sync_lock: sync::SyncLock,
+    pub(crate) sync_lock: sync::lock::SyncLock,
     /// Charged for what connections buffer before their plugin registers.
     pub(crate) unregistered: Arc<nri_api::mux::Budget>,
 }
@@ -213,7 +213,7 @@ impl Core {
         let validates = event == Event::CREATE_CONTAINER;
         self.lock_plugins()
             .iter()
-            .filter(|p| p.origin != crate::plugin::Origin::Builtin)
+            .filter(|p| p.origin != crate::plugins::plugin::Origin::Builtin)
             .filter(|p| {
                 p.will_see(event) || (validates && p.will_see(Event::VALIDATE_CONTAINER_ADJUSTMENT))
             })

@@ -37,59 +37,44 @@ pub use nri_api as api;
 /// The default validator, re-exported for [`Options::default_validator`].
 pub use nri_validator as validator;
 
-mod activate;
+// Each folder is one concern; the arrows between them go one way (see
+// docs/ARCHITECTURE.md, and `make lint`, which checks both the folders'
+// rules and that no two modules import each other in a circle).
 mod adaptation;
-mod audit;
-mod budget;
-mod builtin;
-mod call;
-mod callbacks;
-mod child;
-mod client;
-mod connect;
-mod creation;
-mod dropin;
+mod connections;
+mod core_state;
 mod error;
-mod host;
-mod identity;
-mod launch;
-mod listener;
+mod events;
 mod metrics;
-mod names;
 mod options;
-mod outgoing;
-mod plugin;
-mod replies;
-pub(crate) mod result;
-mod shared;
+mod plugins;
+mod results;
 mod sync;
-mod thread;
-mod waiting;
-mod wasm;
+mod threads;
 
 pub use adaptation::Adaptation;
-pub use audit::{
-    AuditChange, AuditContainer, AuditPlugin, AuditPod, AuditRecord, AuditSink, AuditVerdict,
-    Omitted, DEFAULT_AUDIT_RECORD_LIMIT,
-};
-pub use builtin::{BuiltinHandlers, BuiltinPlugin};
-pub use callbacks::{SyncCb, SyncFn, UpdateFn};
 pub use error::{BoxError, CallCause, Error};
-pub use identity::{IdentityPolicy, PeerIdentity, PolicyError};
 pub use metrics::{Deprecation, DeprecationRecorder, Metrics};
 pub use options::{
     set_plugin_registration_timeout, set_plugin_request_timeout, OptionError, Options,
     DEFAULT_PLUGIN_CONFIG_PATH, DEFAULT_PLUGIN_PATH, DEFAULT_SOCKET_PATH, NRI_VERSION,
 };
-pub use sync::{EncodedState, PluginSyncBlock, StateSource};
-pub use thread::core_threads;
-pub use waiting::block_on_event;
-pub use wasm::{
+pub use plugins::builtin::{BuiltinHandlers, BuiltinPlugin};
+pub use plugins::identity::{IdentityPolicy, PeerIdentity, PolicyError};
+pub use plugins::wasm::{
     WasmEngine, WasmFailure, WasmModule, DEFAULT_WASM_CACHE_DIR, DEFAULT_WASM_MEMORY_LIMIT,
     WASM_SUPPORTED,
 };
+pub use results::audit::{
+    AuditChange, AuditContainer, AuditPlugin, AuditPod, AuditRecord, AuditSink, AuditVerdict,
+    Omitted, DEFAULT_AUDIT_RECORD_LIMIT,
+};
+pub use sync::callbacks::{SyncCb, SyncFn, UpdateFn};
+pub use sync::{EncodedState, PluginSyncBlock, StateSource};
+pub use threads::caller::block_on_event;
+pub use threads::runtime::core_threads;
 
-pub(crate) use shared::Core;
+pub(crate) use core_state::Core;
 
 /// Hooks for the fuzz targets in `fuzz/` (cargo feature `fuzzing`): the
 /// reply merge the events run, and the step count that bounds its work.
@@ -97,13 +82,11 @@ pub(crate) use shared::Core;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing {
-    pub use crate::result::{CreateResult, MergeError, StopResult, UpdateResult};
+    pub use crate::results::{CreateResult, MergeError, StopResult, UpdateResult};
 
     /// Elementary merge steps counted on this thread so far (see
     /// `result/work.rs`); a merge's work is the difference across it.
     pub fn merge_steps() -> u64 {
-        crate::result::steps_so_far()
+        crate::results::steps_so_far()
     }
 }
-
-mod events;

@@ -119,7 +119,7 @@ pub struct Options {
     pub(crate) plugin_request_timeouts: std::collections::HashMap<String, Duration>,
     pub(crate) plugin_handover: bool,
     pub(crate) identities: Option<crate::IdentityPolicy>,
-    pub(crate) audit: crate::audit::AuditConfig,
+    pub(crate) audit: crate::results::audit::AuditConfig,
     /// The default validator's configuration, if enabled.
     pub(crate) validator: Option<nri_validator::DefaultValidatorConfig>,
     pub(crate) max_pending_connections: usize,
@@ -150,7 +150,7 @@ impl Default for Options {
             plugin_request_timeouts: Default::default(),
             plugin_handover: false,
             identities: None,
-            audit: crate::audit::AuditConfig {
+            audit: crate::results::audit::AuditConfig {
                 sink: None,
                 file: None,
                 env_values: false,
@@ -265,7 +265,7 @@ impl Options {
     /// Enables the builtin default validator with this configuration
     /// (`WithDefaultValidator`); nothing happens unless `cfg.enable`.
     pub fn default_validator(mut self, cfg: nri_validator::DefaultValidatorConfig) -> Self {
-        if let Some(v) = crate::builtin::default_validator(cfg.clone()) {
+        if let Some(v) = crate::plugins::builtin::default_validator(cfg.clone()) {
             self.builtin.insert(0, v);
             self.validator = Some(cfg);
         }

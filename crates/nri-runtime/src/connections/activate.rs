@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use log::{info, warn};
 
+use crate::core_state::{Activation, Core};
 use crate::error::peer_text;
-use crate::plugin::{Origin, Plugin, Transport};
-use crate::shared::{Activation, Core};
-use crate::wasm::{LoadConfig, WasmPlugin};
-use crate::{connect, launch, sync, BuiltinPlugin, Error, SyncCb};
+use crate::plugins::plugin::{Origin, Plugin, Transport};
+use crate::plugins::wasm::{LoadConfig, WasmPlugin};
+use crate::{connections::connect, connections::launch, sync, BuiltinPlugin, Error, SyncCb};
 
 /// Brings up builtin and pre-installed plugins and synchronizes them in one
 /// runtime sync call, as upstream's `startPlugins` does.

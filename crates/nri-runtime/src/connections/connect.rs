@@ -12,14 +12,14 @@ use log::{info, warn};
 use tokio::net::UnixStream;
 use tokio::sync::{oneshot, Semaphore};
 
-use super::child::Child;
-use super::client::PluginConn;
-use super::error::peer_text;
-use super::identity::PeerIdentity;
-use super::names::NameClaim;
-use super::plugin::{Origin, Plugin, Transport};
-use super::replies::Replies;
-use super::{Core, Error};
+use crate::connections::replies::Replies;
+use crate::error::peer_text;
+use crate::plugins::child::Child;
+use crate::plugins::client::PluginConn;
+use crate::plugins::identity::PeerIdentity;
+use crate::plugins::names::NameClaim;
+use crate::plugins::plugin::{Origin, Plugin, Transport};
+use crate::{Core, Error};
 use nri_api as api;
 use nri_api::mux::{self, Mux};
 use nri_api::quote::go_quote;
@@ -222,7 +222,7 @@ impl api::ttrpc::Runtime for RuntimeService {
                         pending.record.outcome = "partial";
                         let ids: Vec<&str> =
                             failed.iter().map(|u| u.container_id.as_str()).collect();
-                        pending.record.error = Some(crate::audit::bounded(format!(
+                        pending.record.error = Some(crate::results::audit::bounded(format!(
                             "the runtime failed to update {}",
                             ids.join(", ")
                         )));

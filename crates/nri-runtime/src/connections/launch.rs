@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 
 use log::warn;
 
-use super::child;
-use super::connect::Launched;
-use super::dropin::{self, RuntimeDropin};
-use super::Error;
+use crate::connections::connect::Launched;
+use crate::connections::dropin::{self, RuntimeDropin};
+use crate::plugins::child;
+use crate::Error;
 use nri_api as api;
 
 /// An executable found in the plugin directory.
@@ -21,7 +21,7 @@ pub(crate) struct Discovered {
     pub(crate) base: String,
     pub(crate) path: PathBuf,
     pub(crate) config: String,
-    /// The runtime's own drop-in for it ([`dropin`](super::dropin)).
+    /// The runtime's own drop-in for it ([`dropin`](crate::connections::dropin)).
     pub(crate) runtime: RuntimeDropin,
 }
 

@@ -10,8 +10,8 @@ use log::{info, warn};
 use tokio::net::UnixListener;
 use tokio::sync::Semaphore;
 
-use super::error::peer_text;
-use super::{connect, Core, Error};
+use crate::error::peer_text;
+use crate::{connections::connect, Core, Error};
 
 pub(crate) struct Listener {
     task: tokio::task::JoinHandle<()>,
@@ -74,7 +74,7 @@ async fn accept_loop(core: Arc<Core>, listener: UnixListener, max_pending: usize
             let connected = connect::connect(Arc::clone(&core), stream, None).await;
             drop(permit);
             match connected {
-                Ok(c) => crate::activate::sync_and_add(core, c).await,
+                Ok(c) => crate::connections::activate::sync_and_add(core, c).await,
                 Err(e) => warn!("failed to start external plugin: {}", peer_text(&e)),
             }
         });

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use protobuf::{Message, MessageField};
 
-use super::budget::EventBudget;
-use super::call::{invalid, Call, Request};
-use super::outgoing::Outgoing;
-use super::plugin::Plugin;
-use super::result::CreateResult;
-use super::{Core, Error};
+use crate::events::outgoing::Outgoing;
+use crate::plugins::event_budget::EventBudget;
+use crate::plugins::plugin::Plugin;
+use crate::plugins::request::{invalid, Call, Request};
+use crate::results::CreateResult;
+use crate::{Core, Error};
 use nri_api::*;
 
 const EVENT: Event = CreateContainerRequest::EVENT;

@@ -2,16 +2,19 @@
 //! adaptation's runtime under the event lock; plugins dropped on the way are
 //! pruned at the end, whatever the outcome.
 
+pub(crate) mod creation;
+pub(crate) mod outgoing;
+
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::budget::EventBudget;
-use super::call::{Call, Encoding, Request};
-use super::creation::{Creation, Handed};
-use super::outgoing::Outgoing;
-use super::plugin::Plugin;
-use super::result::{CreateResult, MergeError, StopResult, UpdateResult};
-use super::{AuditVerdict, Core, Error};
+use crate::events::creation::{Creation, Handed};
+use crate::events::outgoing::Outgoing;
+use crate::plugins::event_budget::EventBudget;
+use crate::plugins::plugin::Plugin;
+use crate::plugins::request::{Call, Encoding, Request};
+use crate::results::{CreateResult, MergeError, StopResult, UpdateResult};
+use crate::{AuditVerdict, Core, Error};
 use nri_api::*;
 use protobuf::MessageField;
 
@@ -150,7 +153,7 @@ pub(crate) async fn create_container(
         )
         .await;
         if draft.is_some() {
-            verdicts = crate::audit::verdicts(&validators, &said);
+            verdicts = crate::results::audit::verdicts(&validators, &said);
         }
         said.into_iter().find_map(Result::err).map_or(Ok(()), Err)
     }
@@ -386,7 +389,7 @@ fn audit_draft(
     event: Event,
     pod: &MessageField<PodSandbox>,
     ctr: &MessageField<Container>,
-) -> Option<crate::audit::Draft> {
+) -> Option<crate::results::audit::Draft> {
     let ctr = ctr.get_or_default();
     let name = event.pretty_name();
     core.audit
@@ -398,7 +401,7 @@ fn audit_draft(
 /// or a validator refused.
 async fn audit_creation(
     core: &Core,
-    mut draft: crate::audit::Draft,
+    mut draft: crate::results::audit::Draft,
     result: &CreateResult,
     verdicts: Vec<AuditVerdict>,
     outcome: &Result<(), Error>,
@@ -421,7 +424,7 @@ async fn audit_creation(
 /// plugin changed something.
 async fn audit_updates(
     core: &Core,
-    mut draft: crate::audit::Draft,
+    mut draft: crate::results::audit::Draft,
     owners: &OwningPlugins,
     updates: &[ContainerUpdate],
     outcome: &Result<(), Error>,
@@ -438,8 +441,8 @@ async fn audit_updates(
 }
 
 async fn submit(
-    auditor: &crate::audit::Auditor,
-    draft: crate::audit::Draft,
+    auditor: &crate::results::audit::Auditor,
+    draft: crate::results::audit::Draft,
     outcome: &Result<(), Error>,
     plugins: &[Arc<Plugin>],
 ) {

@@ -5,10 +5,10 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use super::budget::EventBudget;
-use super::call::{Call, Encoding, Request};
-use super::plugin::Plugin;
-use super::Error;
+use crate::plugins::event_budget::EventBudget;
+use crate::plugins::plugin::Plugin;
+use crate::plugins::request::{Call, Encoding, Request};
+use crate::Error;
 
 /// A request on its way to an event's plugins, one after the other, with
 /// its bytes, which every plugin is sent until one's reply changes the

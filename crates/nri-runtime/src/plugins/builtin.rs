@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 
-use super::BoxError;
+use crate::BoxError;
 use nri_api::*;
 
 /// The handlers of a builtin plugin. Every method has a default that

@@ -470,7 +470,7 @@ mod tests {
 
     #[test]
     fn only_a_process_that_is_gone_has_exited() {
-        let _turn = crate::child::pidfd_test_turn();
+        let _turn = crate::plugins::child::pidfd_test_turn();
         assert!(!has_exited(&pidfd_of(std::process::id() as i32)));
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let fd = pidfd_of(child.id() as i32);
@@ -481,7 +481,7 @@ mod tests {
     #[tokio::test]
     async fn a_socket_peer_is_this_process() {
         // The peer's pidfd counts among the process's.
-        let _turn = crate::child::pidfd_test_turn();
+        let _turn = crate::plugins::child::pidfd_test_turn();
         let (a, _b) = tokio::net::UnixStream::pair().unwrap();
         let me = PeerIdentity::of_socket(&a).unwrap();
         // SAFETY: getuid cannot fail.

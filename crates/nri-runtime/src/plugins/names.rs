@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use nri_api::quote::go_quote;
 
-use crate::identity::PeerIdentity;
+use crate::plugins::identity::PeerIdentity;
 
 /// The holders of each name.
 #[derive(Default)]

@@ -10,17 +10,17 @@ use std::time::{Duration, Instant};
 
 use log::{debug, info, warn};
 
-use super::budget::EventBudget;
-use super::builtin::BuiltinHandlers;
-use super::call::{Call, Encoding, Request};
-use super::child::Child;
-use super::client::PluginConn;
-use super::error::{is_oversized_message, is_oversized_reply, peer_text};
-use super::host::Host;
-use super::identity::PeerIdentity;
-use super::names::NameClaim;
-use super::wasm::{self, WasmPlugin};
-use super::{Deprecation, Error};
+use crate::error::{is_oversized_message, is_oversized_reply, peer_text};
+use crate::plugins::builtin::BuiltinHandlers;
+use crate::plugins::child::Child;
+use crate::plugins::client::PluginConn;
+use crate::plugins::event_budget::EventBudget;
+use crate::plugins::host::Host;
+use crate::plugins::identity::PeerIdentity;
+use crate::plugins::names::NameClaim;
+use crate::plugins::request::{Call, Encoding, Request};
+use crate::plugins::wasm::{self, WasmPlugin};
+use crate::{Deprecation, Error};
 use nri_api::mux::Mux;
 use nri_api::{self as api, Event, EventMask};
 use protobuf::Message;
@@ -734,7 +734,7 @@ impl Plugin {
         }
     }
 
-    fn builtin_error(&self, e: super::BoxError) -> Error {
+    fn builtin_error(&self, e: crate::BoxError) -> Error {
         Error::Builtin {
             plugin: self.name.clone(),
             message: e.to_string(),

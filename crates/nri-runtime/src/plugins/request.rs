@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use super::builtin::BuiltinHandlers;
-use super::{BoxError, Error};
+use crate::plugins::builtin::BuiltinHandlers;
+use crate::{BoxError, Error};
 use nri_api::*;
 
 /// A request the adaptation relays to plugins.

@@ -136,7 +136,7 @@ impl WasmPlugin {
             // A caller blocked on this event runs the module itself; the
             // core's thread must not block, so there it runs on tokio's
             // blocking pool.
-            if crate::waiting::caller_waits() {
+            if crate::threads::caller::caller_waits() {
                 return self.call_here(method, &request, timeout);
             }
             let w = self.clone();

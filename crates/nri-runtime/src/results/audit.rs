@@ -23,8 +23,8 @@ use serde_json::Value;
 
 use nri_api::{ContainerUpdate, OwningPlugins, PodSandbox};
 
-use crate::identity::PeerIdentity;
-use crate::plugin::Plugin;
+use crate::plugins::identity::PeerIdentity;
+use crate::plugins::plugin::Plugin;
 use crate::Error;
 
 /// Records that may wait for the audit thread before events wait for it.
@@ -304,7 +304,7 @@ impl Auditor {
     ) -> Option<Pending> {
         let mut draft = self.draft(event, None, None);
         // The merge's bookkeeping says which fields the updates set.
-        let mut merged = crate::result::StopResult::new();
+        let mut merged = crate::results::StopResult::new();
         let rpl = nri_api::StopContainerResponse {
             update: updates,
             ..Default::default()

@@ -11,8 +11,11 @@
 //!   container, so later plugins see the container as adjusted so far.
 //! * Container updates are merged per container, in first-seen order.
 //! * Evictions are ignored, as upstream ignores them.
+//!
+//! What a merge changed is also what the audit log records ([`audit`]).
 
 mod adjust;
+pub(crate) mod audit;
 mod claims;
 mod resources;
 mod update;

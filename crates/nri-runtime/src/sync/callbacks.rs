@@ -7,15 +7,15 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 
-use super::sync::{EncodedState, StateSource, SyncRecorder, SyncTargets};
-use super::thread::NextStop;
-use super::{BoxError, Error};
+use crate::sync::{EncodedState, StateSource, SyncRecorder, SyncTargets};
+use crate::threads::runtime::NextStop;
+use crate::{BoxError, Error};
 use nri_api::{Container, ContainerUpdate, PodSandbox};
 
 /// The runtime's state synchronization (upstream `SyncFn`).
 ///
 /// Called when plugins need the runtime's state: once in
-/// [`Adaptation::start`](super::Adaptation::start) for all pre-installed
+/// [`Adaptation::start`](crate::Adaptation::start) for all pre-installed
 /// plugins, then once per plugin that connects later. The runtime must hold
 /// its own lock, snapshot its pods and containers, call [`SyncCb::call`],
 /// apply the updates it returns, and return an error to reject the
