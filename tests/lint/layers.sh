@@ -49,4 +49,7 @@ for crate in $members; do
     done
 done
 [ "$status" = 0 ] && echo "layers: $(wc -w <<<"$members") crates keep to their layers"
+
+# Inside each crate: no two modules, and no two folders, use each other.
+python3 tests/lint/modules.py crates/*/src plugins/*/src tests/*/src || status=1
 exit "$status"
