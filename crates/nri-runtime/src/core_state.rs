@@ -14,6 +14,7 @@ use nri_api::*;
 use crate::options::{REGISTRATION_TIMEOUT_MS, REQUEST_TIMEOUT_MS};
 use crate::plugins::host::Host;
 use crate::plugins::plugin::Plugin;
+use crate::sync::joining::Joining;
 use crate::threads::runtime::NextStop;
 use crate::{sync, DeprecationRecorder, Error, Metrics, SyncFn, UpdateFn};
 
@@ -31,9 +32,6 @@ pub(crate) struct Core {
     pub(crate) event_timeout: Option<Duration>,
     /// Whether stop sends plugins `Shutdown` first ([`Options::shutdown_on_stop`](crate::Options::shutdown_on_stop)).
     pub(crate) shutdown_on_stop: bool,
-    /// Whether a joining plugin is made active inside the runtime's sync
-    /// ([`Options::activate_within_sync`](crate::Options::activate_within_sync)).
-    pub(crate) activate_within_sync: bool,
     /// Request timeouts of single plugins, by `idx-name` or name
     /// ([`Options::plugin_request_timeout`](crate::Options::plugin_request_timeout)).
     pub(crate) plugin_request_timeouts: std::collections::HashMap<String, Duration>,
@@ -72,6 +70,9 @@ pub(crate) struct Core {
     pub(crate) accepting: AtomicBool,
     /// Active plugins in invocation order.
     pub(crate) plugins: Mutex<Vec<Arc<Plugin>>>,
+    /// Plugins whose sync has begun, and the events kept for them
+    /// meanwhile. Locked after `plugins` when both are.
+    pub(crate) joining: Mutex<Vec<Arc<Joining>>>,
     /// Serializes events, as upstream's adaptation lock does. Only events
     /// take it: registration, sync and unsolicited updates never wait for it.
     pub(crate) events: tokio::sync::Mutex<()>,
@@ -100,6 +101,11 @@ pub(crate) const RUNNING: u64 = 1 << 63;
 /// and refresh the plugin count, as upstream does at the end of every
 /// event.
 const PRUNE_PENDING: u64 = 1 << 62;
+
+/// The bit of [`Core::state`] saying a plugin is joining: events keep
+/// their requests for it (its events are in the word's mask, so that
+/// none skips the core).
+const JOINING: u64 = 1 << 61;
 
 impl Core {
     pub(crate) fn handle(&self) -> Option<tokio::runtime::Handle> {
@@ -147,6 +153,15 @@ impl Core {
         }
         self.epoch.send_modify(|e| *e += 1);
         self.close_all();
+        let joining = {
+            let plugins = self.lock_plugins();
+            let joining = std::mem::take(&mut *self.lock_joining());
+            self.publish_events(&plugins);
+            joining
+        };
+        for j in joining {
+            j.plugin.close();
+        }
     }
 
     pub(crate) fn registration_timeout(&self) -> Duration {
@@ -256,8 +271,10 @@ impl Core {
 
     /// Republishes [`Core::state`]; `plugins` is the locked list.
     pub(crate) fn publish(&self, plugins: &[Arc<Plugin>], running: bool) {
+        let joining = self.lock_joining();
         let events = plugins
             .iter()
+            .chain(joining.iter().map(|j| &j.plugin))
             .fold(0u32, |m, p| m | p.events().raw() as u32);
         let running = if running { RUNNING } else { 0 };
         let prune = if plugins.iter().any(|p| p.is_closed()) {
@@ -265,8 +282,39 @@ impl Core {
         } else {
             0
         };
-        self.state
-            .store(u64::from(events) | running | prune, Ordering::Release);
+        let joining = if joining.is_empty() { 0 } else { JOINING };
+        self.state.store(
+            u64::from(events) | running | prune | joining,
+            Ordering::Release,
+        );
+    }
+
+    fn lock_joining(&self) -> std::sync::MutexGuard<'_, Vec<Arc<Joining>>> {
+        self.joining.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Events from now on keep their requests for `plugin`, until
+    /// [`Core::stop_joining`].
+    pub(crate) fn start_joining(&self, plugin: &Arc<Plugin>) -> Arc<Joining> {
+        let joining = Arc::new(Joining::new(Arc::clone(plugin)));
+        let plugins = self.lock_plugins();
+        self.lock_joining().push(Arc::clone(&joining));
+        self.publish_events(&plugins);
+        joining
+    }
+
+    pub(crate) fn stop_joining(&self, joining: &Arc<Joining>) {
+        let plugins = self.lock_plugins();
+        self.lock_joining().retain(|j| !Arc::ptr_eq(j, joining));
+        self.publish_events(&plugins);
+    }
+
+    /// The plugins joining now, for an event to keep its request for.
+    pub(crate) fn joining(&self) -> Vec<Arc<Joining>> {
+        if self.state.load(Ordering::Acquire) & JOINING == 0 {
+            return Vec::new();
+        }
+        self.lock_joining().clone()
     }
 
     /// Republishes [`Core::state`] once a plugin's connection is gone, so

@@ -379,18 +379,15 @@ impl Options {
         self.guard_pods = on;
         self
     }
-    /// A plugin that connects is made active as soon as it has answered
-    /// its `Synchronize`, while the runtime's [`SyncFn`](crate::SyncFn) is
-    /// still running, instead of after it returned. Every event the
-    /// runtime sends once its sync function returned then reaches the
-    /// plugin, so a runtime that serializes its sync function with its
-    /// changes (its own lock, or a [`PluginSyncBlock`](crate::PluginSyncBlock)
-    /// around each) loses no pod or container to a joining plugin: each is
-    /// in the snapshot or reaches it as an event, exactly once. Upstream
-    /// activates the plugin only after the sync function returned, and an
-    /// event sent in between is not offered to it. If the sync function
-    /// then fails, the plugin is dropped again. Not upstream's: a runtime
-    /// opts in.
+    /// Kept for runtimes that set it; what it asked for is how every
+    /// plugin joins now. A plugin that connects is made active as soon as
+    /// it has answered its `Synchronize`, while the runtime's
+    /// [`SyncFn`](crate::SyncFn) still runs, after the events it missed
+    /// since its sync began were replayed to it: each pod and container
+    /// reaches it once, in its snapshot or as events. If the sync function
+    /// then fails, the plugin is dropped again. Upstream activates the
+    /// plugin after the sync function returned and loses to it what
+    /// happened in between.
     pub fn activate_within_sync(mut self, on: bool) -> Self {
         self.activate_within_sync = on;
         self
@@ -402,11 +399,9 @@ impl Options {
     /// to exactly one of them. The old instance is closed once the events
     /// it was already in have ended (and, with
     /// [`shutdown_on_stop`](Self::shutdown_on_stop), sent `Shutdown` first,
-    /// waiting one request timeout at most). With
-    /// [`activate_within_sync`](Self::activate_within_sync) the new
-    /// instance joins within the sync and the old one leaves once the
-    /// runtime's sync function returned, so that a failed sync keeps the
-    /// old one. Upstream keeps both and sends each event to both. Not
+    /// waiting one request timeout at most). The new instance joins
+    /// within the sync and the old one leaves once the runtime's sync
+    /// function returned, so that a failed sync keeps the old one. Upstream keeps both and sends each event to both. Not
     /// upstream's: a runtime opts in.
     pub fn plugin_handover(mut self, on: bool) -> Self {
         self.plugin_handover = on;

@@ -10,6 +10,7 @@ use crate::core_state::{Activation, Core};
 use crate::error::peer_text;
 use crate::plugins::plugin::{Origin, Plugin, Transport};
 use crate::plugins::wasm::{LoadConfig, WasmPlugin};
+use crate::sync::joining::Joining;
 use crate::{connections::connect, connections::launch, sync, BuiltinPlugin, Error, SyncCb};
 
 /// Brings up builtin and pre-installed plugins and synchronizes them in one
@@ -143,23 +144,25 @@ fn hold_name(core: &Arc<Core>, p: &Arc<Plugin>) {
     }
 }
 
-/// Synchronizes a newly connected external plugin and makes it active.
-/// Holds the sync lock exclusively (waiting out [`PluginSyncBlock`]s; other
-/// plugins' syncs wait their turn) but not the event lock: events and other
-/// handshakes go on meanwhile. A plugin that goes away while it waits
-/// leaves the queue.
 /// Where a sync's updates are recorded: the audit log, if kept.
 fn recorder(core: &Core) -> Option<Arc<dyn sync::SyncRecorder>> {
     let auditor = core.audit.clone()?;
     Some(auditor)
 }
 
+/// Synchronizes a newly connected external plugin and makes it active.
+/// Other plugins' syncs wait their turn; runtime calls do not wait for this
+/// one but while the plugin is actually synchronized (`sync/lock.rs`), and
+/// what their events tell the plugin meanwhile is kept for it and replayed
+/// once it answered (`sync/joining.rs`). Neither holds the event lock but
+/// for the last replays: events and other handshakes go on meanwhile. A
+/// plugin that goes away while it waits leaves the queue.
 pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
     let turn = tokio::select! {
-        turn = core.sync_lock.exclusive() => turn,
+        turn = core.sync_lock.turn() => turn,
         () = plugin.gone() => return,
     };
-    let _exclusive = match turn {
+    let mut turn = match turn {
         Ok(turn) => turn,
         Err(e) => {
             warn!("refusing plugin {}: {e}", plugin.qualified_name());
@@ -167,32 +170,79 @@ pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
             return;
         }
     };
-    let within = core.activate_within_sync.then(|| {
+    // A new instance taking over from a connected one joins in one step
+    // with the old one's leaving, once the sync function returned: until
+    // then the old one gets each event, so nothing is kept for the new one.
+    let takes_over = core.plugin_handover
+        && core
+            .snapshot()
+            .iter()
+            .any(|p| !p.is_builtin() && p.name == plugin.name);
+    let joining = if takes_over {
+        Arc::new(Joining::new(Arc::clone(&plugin)))
+    } else {
+        core.start_joining(&plugin)
+    };
+    tokio::select! {
+        () = turn.grace_period() => {}
+        () = plugin.gone() => {
+            core.stop_joining(&joining);
+            return;
+        }
+    }
+    let then = {
         let core = Arc::clone(&core);
-        Box::new(move |p: &Arc<Plugin>| make_active(&core, p, false)) as sync::OnSynchronized
-    });
+        Box::new(move |j: Arc<Joining>| {
+            let core = Arc::clone(&core);
+            Box::pin(async move {
+                if takes_over {
+                    return Ok(());
+                }
+                join(&core, &j, false).await
+            }) as futures::future::BoxFuture<'static, Result<(), Error>>
+        }) as sync::OnSynchronized
+    };
     let cb = SyncCb::new(
-        sync::SyncTargets::External(Arc::clone(&plugin), within),
+        sync::SyncTargets::External(Arc::clone(&joining), then),
         recorder(&core),
         core.next_stop(),
     );
-    match core.sync_fn.sync(cb).await {
-        Ok(()) if !plugin.is_closed() => make_active(&core, &plugin, true),
-        Ok(()) => warn!(
-            "plugin {} went away during synchronization",
-            plugin.qualified_name()
-        ),
-        Err(e) => {
-            warn!(
-                "failed to synchronize plugin {}: {}",
-                plugin.qualified_name(),
-                peer_text(&e)
-            );
-            // It may be active already (activated within the sync).
-            plugin.close();
-            core.prune_closed();
-        }
+    let synced = core.sync_fn.sync(cb).await;
+    let joined: Result<(), crate::BoxError> = match synced {
+        // Joined within the sync already, unless it takes over from
+        // another instance, which leaves now; a runtime that never called
+        // back joins it here.
+        Ok(()) if !plugin.is_closed() => join(&core, &joining, true).await.map_err(Into::into),
+        Ok(()) => Err("the plugin went away".into()),
+        Err(e) => Err(e),
+    };
+    core.stop_joining(&joining);
+    drop(turn);
+    if let Err(e) = joined {
+        warn!(
+            "failed to synchronize plugin {}: {}",
+            plugin.qualified_name(),
+            peer_text(&e)
+        );
+        // It may be active already (joined within the sync).
+        plugin.close();
+        core.prune_closed();
     }
+}
+
+/// Replays to a synchronized plugin what it missed, then makes it active
+/// under the event lock, after the last events kept for it: from then on
+/// events reach it live, and none reached it twice or not at all.
+async fn join(core: &Arc<Core>, joining: &Arc<Joining>, replace: bool) -> Result<(), Error> {
+    joining.catch_up().await?;
+    let _events = core.events.lock().await;
+    joining.catch_up().await?;
+    if joining.plugin.is_closed() {
+        return Err(Error::Start("the plugin went away".to_string()));
+    }
+    make_active(core, &joining.plugin, replace);
+    core.stop_joining(joining);
+    Ok(())
 }
 
 /// Makes a synchronized external plugin active (once; see

@@ -14,9 +14,10 @@ use crate::plugins::event_budget::EventBudget;
 use crate::plugins::plugin::Plugin;
 use crate::plugins::request::{Call, Encoding, Request};
 use crate::results::{CreateResult, MergeError, StopResult, UpdateResult};
+use crate::sync::joining::{self, Joining};
 use crate::{AuditVerdict, Core, Error};
 use nri_api::*;
-use protobuf::MessageField;
+use protobuf::{Message, MessageField};
 
 /// An event's hold on the adaptation from its start to its end, as
 /// upstream's lock and its deferred pruning: the event lock, the plugins as
@@ -24,6 +25,8 @@ use protobuf::MessageField;
 /// ends, closed plugins are pruned, the lock still held.
 struct Turn<'a> {
     plugins: Vec<Arc<Plugin>>,
+    /// The plugins whose sync has begun: the event is kept for them.
+    joining: Vec<Arc<Joining>>,
     budget: EventBudget,
     // Fields drop in order: closed plugins are pruned before the lock is
     // let go, so the next event's snapshot holds none of them.
@@ -38,10 +41,28 @@ impl Turn<'_> {
         let budget = EventBudget::start(core.event_timeout);
         Ok(Turn {
             plugins: core.snapshot(),
+            joining: core.joining(),
             budget,
             _prune: prune,
             _serialized: serialized,
         })
+    }
+}
+
+impl Turn<'_> {
+    /// The bytes of this event's request if a joining plugin takes it.
+    fn to_keep<C: Call>(&self, req: &Request<C>) -> Option<Arc<[u8]>> {
+        joining::kept(&self.joining, C::EVENT, || joining::bytes_of(req))
+    }
+
+    /// The event went through: the joining plugins are told of it once
+    /// they are synchronized.
+    fn keep(&self, event: Event, request: Option<Arc<[u8]>>) {
+        if let Some(request) = request {
+            for j in &self.joining {
+                j.missed(event, &request);
+            }
+        }
     }
 }
 
@@ -56,10 +77,12 @@ impl Drop for PruneOnExit<'_> {
 
 pub(crate) async fn relay_all<C: Call>(core: Arc<Core>, req: Request<C>) -> Result<(), Error> {
     let turn = Turn::begin(&core).await?;
+    let kept = turn.to_keep(&req);
     let mut req = Outgoing::new(req);
     for p in &turn.plugins {
         req.relay(p, turn.budget).await?;
     }
+    turn.keep(C::EVENT, kept);
     Ok(())
 }
 
@@ -89,13 +112,16 @@ pub(crate) async fn run_pod_sandbox(
         None => Ok(()),
     };
     guard(&turn.plugins)?;
+    let kept = turn.to_keep(&req);
     // The guard reads the request while plugins are sent it, which no
     // reply changes: its bytes are held apart, not in an `Outgoing`.
     let mut encoding = Encoding::default();
     for p in &turn.plugins {
         p.relay(&req, &mut encoding, turn.budget).await?;
     }
-    guard(&turn.plugins)
+    guard(&turn.plugins)?;
+    turn.keep(RunPodSandboxRequest::EVENT, kept);
+    Ok(())
 }
 
 /// The plugins of `plugins` not gone (even during this event), as a
@@ -125,6 +151,14 @@ pub(crate) async fn create_container(
         .filter(|p| p.is_validator())
         .cloned()
         .collect();
+    let kept = joining::kept(
+        &turn.joining,
+        CreateContainerRequest::EVENT,
+        || match &handed {
+            Handed::Encoded(bytes) => Some(Arc::from(bytes.as_slice())),
+            Handed::Decoded(req) => req.write_to_bytes().ok().map(Arc::from),
+        },
+    );
     let mut req = Creation::new(handed, &core, &turn.plugins, &validators)?;
     let draft = req
         .decoded()
@@ -160,6 +194,9 @@ pub(crate) async fn create_container(
     .await;
     if let Some(draft) = draft {
         audit_creation(&core, draft, &result, verdicts, &outcome, &turn.plugins).await;
+    }
+    if outcome.is_ok() {
+        turn.keep(CreateContainerRequest::EVENT, kept);
     }
     outcome.map(|()| result.into_response())
 }
@@ -319,6 +356,9 @@ where
     E::Reply: Counted,
 {
     let turn = Turn::begin(&core).await?;
+    let kept = joining::kept(&turn.joining, E::EVENT, || {
+        req.write_to_bytes().ok().map(Arc::from)
+    });
     let (pod, ctr) = req.subject();
     let draft = audit_draft(&core, E::EVENT, pod, ctr);
     let mut merged = req.start_merge();
@@ -349,6 +389,9 @@ where
             &turn.plugins,
         )
         .await;
+    }
+    if outcome.is_ok() {
+        turn.keep(E::EVENT, kept);
     }
     outcome.map(|()| E::into_response(merged))
 }

@@ -4,6 +4,7 @@
 //! [`lock`], and the callbacks it calls the runtime with in [`callbacks`].
 
 pub(crate) mod callbacks;
+pub(crate) mod joining;
 pub(crate) mod lock;
 
 pub use lock::PluginSyncBlock;
@@ -19,6 +20,7 @@ use protobuf::Message;
 
 use crate::plugins::plugin::{Plugin, SYNCHRONIZE as METHOD};
 use crate::Error;
+use joining::Joining;
 use nri_api::mux::TTRPC_MESSAGE_LENGTH_MAX;
 use nri_api::{Container, ContainerUpdate, PodSandbox};
 
@@ -269,12 +271,16 @@ pub(crate) async fn synchronize(
     plugin: &Plugin,
     state: &dyn StateSource,
     recorder: Option<&dyn SyncRecorder>,
+    joining: Option<&Joining>,
 ) -> Result<Vec<ContainerUpdate>, SyncError> {
     let deadline = tokio::time::Instant::now() + plugin.request_timeout();
     let mut plan = Plan::new(state, plugin.message_limit());
     let mut chunk = plan.next().map_err(SyncError::Plugin)?;
     let mut msg = chunk.encode(state).map_err(SyncError::State)?;
     loop {
+        if let Some(joining) = joining {
+            joining.saw(&msg);
+        }
         let send = plugin.send_synchronize(msg, deadline);
         tokio::pin!(send);
         // Its first poll hands the request to the connection's writer, so
@@ -435,17 +441,20 @@ pub(crate) trait SyncRecorder: Send + Sync {
     ) -> futures::future::BoxFuture<'a, ()>;
 }
 
-/// What is done with an external plugin as soon as it has answered its
-/// Synchronize, within the runtime's sync: making it active there
-/// ([`Options::activate_within_sync`](crate::Options::activate_within_sync)).
-pub(crate) type OnSynchronized = Box<dyn Fn(&Arc<Plugin>) + Send + Sync>;
+/// What is done with a joining plugin as soon as it has answered its
+/// Synchronize, within the runtime's sync: replaying what it missed and
+/// making it active, so that the runtime's changes after its snapshot reach
+/// it as events.
+pub(crate) type OnSynchronized = Box<
+    dyn Fn(Arc<Joining>) -> futures::future::BoxFuture<'static, Result<(), Error>> + Send + Sync,
+>;
 
 /// The plugins a [`SyncCb`](crate::SyncCb) synchronizes, and how their
 /// failures count.
 pub(crate) enum SyncTargets {
     /// A plugin that connected on its own: its failure is the sync's
-    /// failure. The hook, if any, runs as soon as it answered.
-    External(Arc<Plugin>, Option<OnSynchronized>),
+    /// failure. The hook runs as soon as it answered.
+    External(Arc<Joining>, OnSynchronized),
     /// The plugins started together: one that fails is closed, and the
     /// others go on.
     Started(Vec<Arc<Plugin>>),
@@ -458,18 +467,16 @@ impl SyncTargets {
         recorder: Option<&dyn SyncRecorder>,
     ) -> Result<Vec<ContainerUpdate>, Error> {
         let plugins = match self {
-            SyncTargets::External(p, on_synchronized) => {
-                let updates = synchronize(p, state, recorder).await?;
-                if let Some(then) = on_synchronized {
-                    then(p);
-                }
+            SyncTargets::External(joining, then) => {
+                let updates = synchronize(&joining.plugin, state, recorder, Some(joining)).await?;
+                then(Arc::clone(joining)).await?;
                 return Ok(updates);
             }
             SyncTargets::Started(plugins) => plugins,
         };
         let mut updates = Vec::new();
         for p in plugins {
-            match synchronize(p, state, recorder).await {
+            match synchronize(p, state, recorder, None).await {
                 Ok(u) => updates.extend(u),
                 Err(SyncError::Plugin(e)) => {
                     warn!(

@@ -72,9 +72,9 @@ async fn configure_carries_runtime_and_nri_version_and_the_plugins_version_is_on
 }
 
 /// While the runtime holds a `PluginSyncBlock`, a plugin that connects is
-/// registered and configured but not synchronized, and gets no events;
-/// events go on for the others. Once unblocked it is synchronized and
-/// joins.
+/// registered and configured but not synchronized; events go on for the
+/// others and are kept for it. Once unblocked it is synchronized, told of
+/// what it missed, and joins.
 #[tokio::test]
 async fn a_plugin_connecting_while_sync_is_blocked_is_synchronized_after_unblock() {
     let h = Harness::start().await;
@@ -82,7 +82,12 @@ async fn a_plugin_connecting_while_sync_is_blocked_is_synchronized_after_unblock
     let early = TestPlugin::default();
     h.connect("early", "05", early.clone());
     h.wait_plugins(1).await;
-    let syncs = h.state.lock().unwrap().syncs;
+    // Active within its sync: that sync's function returns a moment later.
+    eventually(PATIENCE, "the early plugin's sync returned", || {
+        h.state.lock().unwrap().syncs == 2
+    })
+    .await;
+    let syncs = 2;
 
     let mut block = h.nri.block_plugin_sync().await;
     let late = GoPlugin::start(&h, "late", "10", json!({"events": "runpodsandbox"}));
@@ -114,14 +119,27 @@ async fn a_plugin_connecting_while_sync_is_blocked_is_synchronized_after_unblock
 
     block.unblock();
     h.wait_plugins(2).await;
-    assert_eq!(h.state.lock().unwrap().syncs, syncs + 1);
+    eventually(PATIENCE, "the late plugin's sync returned", || {
+        h.state.lock().unwrap().syncs == syncs + 1
+    })
+    .await;
     h.nri
         .run_pod_sandbox(req!(RunPodSandboxRequest, "p2"))
         .await
         .unwrap();
+    // p1 ran while it waited: it is told of it after its Synchronize,
+    // then of p2 as it happens.
     assert_eq!(
-        events_of(&late.calls()),
-        ["Configure", "Synchronize", "RunPodSandbox"]
+        late.calls()
+            .iter()
+            .map(|c| format!("{} {}", c["event"], c["pod"]).replace('"', ""))
+            .collect::<Vec<_>>(),
+        [
+            "Configure ",
+            "Synchronize ",
+            "RunPodSandbox p1",
+            "RunPodSandbox p2"
+        ]
     );
 }
 
