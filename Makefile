@@ -54,7 +54,7 @@ BENCH_PLUGIN = $(CARGO) rustc --profile plugin -p nri-test-tools --bin nri-bench
 BENCH_RUST_PLUGIN = $(TARGET_DIR)/plugin/nri-bench-plugin
 
 LINT_PHONY := lint lint-rust lint-go lint-sh lint-docs lint-deny
-.PHONY: $(LINT_PHONY) fuzz fuzz-corpus provenance pkgconfig install test-install all build demo demo-go example test test-rust test-go test-c conformance upstream-check e2e e2e-containerd e2e-crio bench bench-run soak soak-run header check-header fmt clean
+.PHONY: $(LINT_PHONY) size test-size fuzz fuzz-corpus provenance pkgconfig install test-install all build demo demo-go example test test-rust test-go test-c conformance upstream-check e2e e2e-containerd e2e-crio bench bench-run soak soak-run header check-header fmt clean
 
 all: build
 
@@ -92,7 +92,11 @@ install:
 	$(if $(COMPILED_WASM),$(CARGO) build --release --locked -p nri-wasm -p nri-capi --features "$(NRI_FEATURES)" --bin nri-wasm-compile)
 	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(DATADIR)/nri-rs
 	$(if $(COMPILED_WASM),install -D -m 755 $(TARGET_DIR)/release/nri-wasm-compile $(DESTDIR)$(BINDIR)/nri-wasm-compile)
+	@# Without debug sections, as a distribution ships a library (a fifth
+	@# of the archive: the standard library's line tables and their
+	@# relocations); symbols and unwinding tables stay.
 	install -m 644 $(TARGET_DIR)/release/libnri.a $(DESTDIR)$(LIBDIR)/libnri.a
+	strip --strip-debug $(DESTDIR)$(LIBDIR)/libnri.a
 	install -m 644 $(NRI_INCLUDE_DIR)/nri.h $(DESTDIR)$(INCLUDEDIR)/nri.h
 	install -m 644 crates/nri-api/proto/nri.proto $(DESTDIR)$(DATADIR)/nri-rs/nri.proto
 	$(call write-pc,$(PREFIX),$(LIBDIR),$(INCLUDEDIR)) > $(DESTDIR)$(LIBDIR)/pkgconfig/nri.pc
@@ -115,7 +119,7 @@ example: build
 ## CRI-O built with nri-rs running their own NRI end-to-end tests).
 ## The steps run in this order, each timed, so that a slow CI run says
 ## which step took the time.
-TEST_STEPS := check-header provenance test-rust test-go conformance test-c test-install e2e
+TEST_STEPS := check-header provenance test-rust test-go conformance test-c test-size test-install e2e
 test:
 	@for step in $(TEST_STEPS); do \
 	  start=$$(date +%s); \
@@ -252,6 +256,27 @@ test-c: build
 	NRI_COMPILED_WASM=$(if $(COMPILED_WASM),1,0) $(MAKE) -C tests/c run NRI_LIB=$(TARGET_DIR)/release/libnri.a \
 	  NRI_BIN_DIR=$(TARGET_DIR)/debug NRI_NATIVE_LIBS="$(NRI_NATIVE_LIBS)" \
 	  BUILD=$(CURDIR)/build/c
+
+## test-size: fail when a Go runtime's binary grows by more than SIZE_LIMIT_MB
+## (10^6 bytes) on go/adaptation over upstream's pkg/adaptation: a small host
+## built both ways, stripped, linking the release libnri.a that test-c built
+## (tests/size/report.py; a size is not a timing, so this is stable).
+## size: the same, written to docs/size.json and INTEGRATION.md's table.
+# The target is 5 MB (issue 49); the default build is at 7.6 MB, which
+# this limit holds it to until the core itself shrinks (INTEGRATION.md,
+# "What a runtime's binary gains and costs", says where the rest is).
+SIZE_LIMIT_MB ?= 8
+SIZE_REPORT = tests/size/report.py --lib-dir $(TARGET_DIR)/release --limit-mb $(SIZE_LIMIT_MB) \
+  --features "$(or $(NRI_FEATURES),default features)"
+test-size:
+	$(RELEASE_LIB)
+	@$(MAKE) --no-print-directory pkgconfig NRI_LIB_DIR=$(TARGET_DIR)/release
+	$(SIZE_REPORT) --json $(CURDIR)/build/size/size.json
+
+size:
+	$(RELEASE_LIB)
+	@$(MAKE) --no-print-directory pkgconfig NRI_LIB_DIR=$(TARGET_DIR)/release
+	$(SIZE_REPORT) --json docs/size.json --doc docs/INTEGRATION.md
 
 ## test-install: nri-rs used from outside the repository: `make install`
 ## into a temporary prefix, then a Go program on go/adaptation built with
