@@ -78,9 +78,10 @@ var (
 	noCtx = context.TODO()
 
 	// ErrWasmDisabled is upstream's error for a build without WASM support:
-	// in nri-rs, a library built without its "wasm" feature, or this
-	// package built with upstream's nri_no_wasm tag. New logs it, as
-	// upstream's does, and WASM plugins are refused with "no WASM support".
+	// in nri-rs, this package built with upstream's nri_no_wasm tag (it
+	// otherwise lends the core wazero, whatever the library was built
+	// with). New logs it, as upstream's does, and WASM plugins are refused
+	// with "no WASM support".
 	ErrWasmDisabled = errors.New("WASM support is disabled (at build time)")
 )
 
@@ -272,8 +273,10 @@ func New(name, version string, syncFn SyncFn, updateFn UpdateFn, opts ...Option)
 			return nil, fmt.Errorf("failed to apply option: %w", err)
 		}
 	}
-	if !bool(C.nri_wasm_supported()) || !wasmBuiltIn {
+	if !wasmBuiltIn {
 		log.Errorf(noCtx, "failed to initialize WASM support: %v", ErrWasmDisabled)
+	} else if r.wasmCompiledAtStart && !CompilesWasm() {
+		log.Warnf(noCtx, "nri-rs: WithWasmCompiledAtStart ignored: the library was built without its compiled-wasm feature, WASM plugins run on wazero")
 	}
 	if len(r.clientOpts) > 0 || len(r.serverOpts) > 0 {
 		log.Infof(noCtx, "nri-rs: ttrpc options are not supported by the Rust core, ignored")
@@ -296,6 +299,14 @@ func New(name, version string, syncFn SyncFn, updateFn UpdateFn, opts ...Option)
 // Version is the version of the nri-rs core behind this package.
 func Version() string {
 	return C.GoString(C.nri_version())
+}
+
+// CompilesWasm says whether the library behind this package compiles WASM
+// plugins itself (built with its compiled-wasm cargo feature; the default
+// build is not). Without it, every WASM plugin runs on wazero, as under
+// upstream, and WithWasmCacheDir and WithWasmCompiledAtStart change nothing.
+func CompilesWasm() bool {
+	return bool(C.nri_wasm_supported())
 }
 
 // createCore builds the core's options from r and creates the core.

@@ -28,11 +28,11 @@ import (
 // without upstream's nri_no_wasm tag (wasm_disabled.go).
 const wasmBuiltIn = true
 
-// setWasmEngine lends the core wazero for the modules its cache lacks,
-// unless the runtime wants them compiled at start or the library has no
-// WASM support.
+// setWasmEngine lends the core wazero for the modules its cache lacks (for
+// every module, when the library compiles none), unless the runtime wants
+// them compiled at start and the library can.
 func (r *Adaptation) setWasmEngine(opts *C.nri_options, cerr **C.nri_error) C.nri_status {
-	if r.wasmCompiledAtStart || !bool(C.nri_wasm_supported()) {
+	if r.wasmCompiledAtStart && CompilesWasm() {
 		return C.NRI_STATUS_OK
 	}
 	return C.nri_go_set_wasm_engine(opts, C.uintptr_t(cgo.NewHandle(wazeroLender{})), cerr)

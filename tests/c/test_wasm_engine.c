@@ -1,8 +1,9 @@
 /* A WASM engine lent by the caller (nri_options_set_wasm_engine): the WASM
  * plugins the compiled-module cache does not hold run on it, their calls'
  * statuses are honoured, modules are released and the engine's user data
- * freed once, and unusable engines are refused; with WASM disabled, no
- * module is loaded. */
+ * freed once, and unusable engines are refused; with WASM disabled, or
+ * with no engine lent to a library that compiles none, no module is
+ * loaded. */
 #include "harness.h"
 
 #include <errno.h>
@@ -260,6 +261,20 @@ static void with_wasm_disabled_no_module_is_loaded(void **state)
     assert_int_equal(l->loads, 0);
 }
 
+/* A library built without compiled-wasm, lent no engine, has nothing to
+ * run a module on: it is refused, as by upstream built with nri_no_wasm.
+ * (With the feature, this 8-byte module is refused for lacking the
+ * plugin interface: not loaded either.) */
+static void without_an_engine_or_compiled_wasm_no_module_is_loaded(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    install_module(f, "10-none");
+    assert_ok(nri_options_set_wasm_cache_dir(f->opts, "", &err), &err);
+    fixture_start(f);
+    assert_false(nri_adaptation_has_plugin(f->a, "10-none"));
+}
+
 int main(void)
 {
     harness_init();
@@ -269,6 +284,7 @@ int main(void)
         FIXTURE_TEST(a_dead_module_fails_the_request_and_is_dropped),
         FIXTURE_TEST(unusable_engines_are_refused_and_finalized),
         FIXTURE_TEST(with_wasm_disabled_no_module_is_loaded),
+        FIXTURE_TEST(without_an_engine_or_compiled_wasm_no_module_is_loaded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

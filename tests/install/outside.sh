@@ -19,15 +19,13 @@ say() { echo "outside: $*"; }
 say "make install PREFIX=$work/prefix"
 make -C "$root" --no-print-directory install PREFIX="$work/prefix" >"$work/install.log" 2>&1 ||
     { cat "$work/install.log" >&2; exit 1; }
-for f in lib/libnri.a include/nri.h lib/pkgconfig/nri.pc share/nri-rs/nri.proto bin/nri-wasm-compile; do
+for f in lib/libnri.a include/nri.h lib/pkgconfig/nri.pc share/nri-rs/nri.proto; do
     [ -f "$work/prefix/$f" ] || { echo "outside: make install did not install $f" >&2; exit 1; }
 done
-# The installed compiler runs on its own (a directory without modules:
-# nothing to compile; go/tests/wasm compiles a real plugin with it).
-mkdir "$work/no-plugins"
-"$work/prefix/bin/nri-wasm-compile" --cache-dir "$work/wasm-cache" "$work/no-plugins" >"$work/compile.log" 2>&1 ||
-    { cat "$work/compile.log" >&2; exit 1; }
-grep -q "no WASM modules" "$work/compile.log" || { cat "$work/compile.log" >&2; exit 1; }
+# nri-wasm-compile comes with the library's compiled-wasm feature, which
+# the default build leaves out (nri-wasm's tests/compile.rs tests the tool).
+[ ! -e "$work/prefix/bin/nri-wasm-compile" ] ||
+    { echo "outside: make install without compiled-wasm installed nri-wasm-compile" >&2; exit 1; }
 
 # The library's Go module as `go get` would bring it: go/ without go/tests.
 mkdir -p "$work/nri-rs-go" "$work/consumer"

@@ -4,8 +4,10 @@
 # aborts at the next signal whose handler was installed behind the Go
 # runtime's back without SA_ONSTACK; tokio's process support does exactly
 # that for SIGCHLD where pidfd_open is unavailable. So this refuses, in
-# nri-capi's dependency graph as resolved for nri-capi alone (what
-# `make install` builds; the tests and plugins may use more):
+# nri-capi's dependency graph as resolved for nri-capi alone, with its
+# compiled-wasm feature, a superset of the default build's (what `make
+# install` builds, with or without NRI_FEATURES; the tests and plugins may
+# use more):
 #   - tokio's "process" or "signal" feature, and signal-hook-registry;
 #   - in the sources of the nri-rs crates in it: tokio::process,
 #     tokio::signal, signal_hook, or a call to sigaction or signal.
@@ -14,20 +16,20 @@ set -euo pipefail
 
 cd "$(dirname "$0")/../.."
 
-graph=$(cargo tree --locked -p nri-capi -e normal,build -f '{p} {f}' --prefix none | sort -u)
+graph=$(cargo tree --locked -p nri-capi --features compiled-wasm -e normal,build -f '{p} {f}' --prefix none | sort -u)
 status=0
 
 tokio_features=$(awk '$1 == "tokio" { print $3 }' <<<"$graph" | tr ',' '\n' | sort -u)
 for feature in process signal; do
     if grep -qx "$feature" <<<"$tokio_features"; then
         echo "host-signals: tokio's \"$feature\" feature is enabled in nri-capi's graph:" >&2
-        cargo tree --locked -p nri-capi -e features -i tokio >&2 || true
+        cargo tree --locked -p nri-capi --features compiled-wasm -e features -i tokio >&2 || true
         status=1
     fi
 done
 if grep -q '^signal-hook' <<<"$graph"; then
     echo "host-signals: signal-hook is in nri-capi's graph:" >&2
-    cargo tree --locked -p nri-capi -e normal,build -i signal-hook-registry >&2 || true
+    cargo tree --locked -p nri-capi --features compiled-wasm -e normal,build -i signal-hook-registry >&2 || true
     status=1
 fi
 

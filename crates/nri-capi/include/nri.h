@@ -791,11 +791,13 @@ bool nri_adaptation_wants_event(const struct nri_adaptation *a, int32_t event);
 size_t nri_core_threads(void);
 
 /**
- * Whether this library runs WASM plugins from the plugin directory (built
- * with its `wasm` feature, the default). When false, a runtime reports
- * upstream's `ErrWasmDisabled` condition ("WASM support is disabled (at
- * build time)") and WASM plugins are refused with "no WASM support", as
- * upstream built with `nri_no_wasm` does.
+ * Whether this library runs WASM plugins from the plugin directory by
+ * itself, compiled (built with its `compiled-wasm` feature; the default
+ * build is not). When false, WASM plugins run only on an engine the
+ * caller lends (`nri_options_set_wasm_engine`, as go/adaptation lends
+ * wazero); an adaptation lent none logs upstream's `ErrWasmDisabled`
+ * condition ("WASM support is disabled (at build time)") and refuses them
+ * with "no WASM support", as upstream built with `nri_no_wasm` does.
  */
 bool nri_wasm_supported(void);
 
@@ -1320,7 +1322,9 @@ nri_status nri_options_set_socket_path(struct nri_options *opts,
  * compiled once per node, not at every start (default
  * /var/cache/nri/wasm; created 0700 if missing, and not used if another
  * user owns it or others may write to it). An empty `dir` keeps none:
- * every start compiles, as upstream does. Upstream has no such option.
+ * every start compiles, as upstream does. Only a library built with its
+ * `compiled-wasm` feature compiles modules or reads the cache; without
+ * it the directory is not touched. Upstream has no such option.
  *
  * # Safety
  * `opts` comes from `nri_options_new`; `dir` is a NUL-terminated string;
@@ -1335,9 +1339,10 @@ nri_status nri_options_set_wasm_cache_dir(struct nri_options *opts,
  * compiled-module cache does not hold: they run on it instead of being
  * compiled at start (go/adaptation lends wazero, upstream's engine, so
  * that a node's first start costs what upstream's does). Modules the
- * cache holds still run compiled. Not used by a build without WASM
- * support. The table is copied; its user data is owned from here on,
- * even when this fails. Upstream has no such option.
+ * cache holds still run compiled. A library built without its
+ * `compiled-wasm` feature (the default) runs every module on it, and
+ * without it refuses them. The table is copied; its user data is owned
+ * from here on, even when this fails. Upstream has no such option.
  *
  * # Safety
  * `opts` comes from `nri_options_new`; `engine` points to a valid
@@ -1350,8 +1355,8 @@ nri_status nri_options_set_wasm_engine(struct nri_options *opts,
 /**
  * Run no WASM plugins, as upstream built with its `nri_no_wasm` build
  * tag: a module in the plugin directory is refused with "no WASM
- * support", as by a library built without WASM support (see
- * `nri_wasm_supported`). go/adaptation sets it when built with that tag.
+ * support", on any engine, lent or compiled (see `nri_wasm_supported`).
+ * go/adaptation sets it when built with that tag.
  *
  * # Safety
  * `opts` comes from `nri_options_new`; `err` is NULL or writable.

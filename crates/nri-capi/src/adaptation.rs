@@ -168,11 +168,13 @@ pub extern "C" fn nri_core_threads() -> usize {
     nri_runtime::core_threads()
 }
 
-/// Whether this library runs WASM plugins from the plugin directory (built
-/// with its `wasm` feature, the default). When false, a runtime reports
-/// upstream's `ErrWasmDisabled` condition ("WASM support is disabled (at
-/// build time)") and WASM plugins are refused with "no WASM support", as
-/// upstream built with `nri_no_wasm` does.
+/// Whether this library runs WASM plugins from the plugin directory by
+/// itself, compiled (built with its `compiled-wasm` feature; the default
+/// build is not). When false, WASM plugins run only on an engine the
+/// caller lends (`nri_options_set_wasm_engine`, as go/adaptation lends
+/// wazero); an adaptation lent none logs upstream's `ErrWasmDisabled`
+/// condition ("WASM support is disabled (at build time)") and refuses them
+/// with "no WASM support", as upstream built with `nri_no_wasm` does.
 #[no_mangle]
 pub extern "C" fn nri_wasm_supported() -> bool {
     nri_runtime::WASM_SUPPORTED

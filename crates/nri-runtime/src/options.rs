@@ -215,24 +215,23 @@ impl Options {
     /// [`DEFAULT_WASM_CACHE_DIR`](crate::DEFAULT_WASM_CACHE_DIR)); `None`
     /// compiles at every start, as upstream does. The directory is created
     /// `0700` if missing, and not used if another user owns it or others
-    /// may write to it.
+    /// may write to it. Only read with the `compiled-wasm` feature.
     pub fn wasm_cache_dir(mut self, dir: Option<PathBuf>) -> Self {
         self.wasm_cache_dir = dir;
         self
     }
     /// An engine of the host's to run the WASM modules that the
     /// compiled-module cache does not hold, in place of compiling them at
-    /// start (see [`WasmEngine`](crate::WasmEngine)). Not used in a build
-    /// without WASM support.
+    /// start (see [`WasmEngine`](crate::WasmEngine)). Without the
+    /// `compiled-wasm` feature, every module runs on it.
     pub fn wasm_engine(mut self, engine: Arc<dyn crate::WasmEngine>) -> Self {
         self.wasm_engine = Some(engine);
         self
     }
     /// Run no WASM plugins, as upstream built with its `nri_no_wasm` tag:
     /// a module in the plugin directory is refused with "no WASM support",
-    /// as in a build without WASM support. For a runtime that asks for
-    /// that build of upstream's (go/adaptation does, built with the tag)
-    /// while this library has WASM support.
+    /// on any engine. For a runtime that asks for that build of upstream's
+    /// (go/adaptation does, built with the tag).
     pub fn disable_wasm(mut self) -> Self {
         self.wasm_disabled = true;
         self

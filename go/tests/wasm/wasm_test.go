@@ -463,6 +463,9 @@ func statusBytes(t *testing.T, field string) int64 {
 // nri-wasm-compile, as a node's setup would, and requires the runtime's
 // start to load that file instead of compiling: same file, same inode.
 func TestPrecompiledModulesAreLoaded(t *testing.T) {
+	if !nrirs.CompilesWasm() {
+		t.Skip("the library compiles no WASM (built without its compiled-wasm feature); make test-rust tests compiled modules")
+	}
 	dir := os.Getenv("NRI_RS_BIN_DIR")
 	if dir == "" {
 		dir = "../../../target/debug"
@@ -539,6 +542,9 @@ func TestModulesTheCacheLacksRunOnWazero(t *testing.T) {
 }
 
 func TestCompiledModulesAreKept(t *testing.T) {
+	if !nrirs.CompilesWasm() {
+		t.Skip("the library compiles no WASM (built without its compiled-wasm feature); make test-rust tests compiled modules")
+	}
 	plugins := []installed{withConfig(pluginModule(t), "10-good", "name=good")}
 	cache := t.TempDir()
 	kept := func() []string {

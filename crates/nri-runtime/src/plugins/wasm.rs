@@ -1,11 +1,11 @@
-//! WASM plugins from the plugin directory, run in-process by nri-wasm, or,
-//! built without the `wasm` feature, refused as upstream built with
-//! `nri_no_wasm` refuses them.
+//! WASM plugins from the plugin directory, run in-process on the engine the
+//! host lent or, with the `compiled-wasm` feature, by nri-wasm; refused as
+//! upstream built with `nri_no_wasm` refuses them when neither is there.
 //!
 //! A module is taken compiled from the cache directory
-//! (`Options::wasm_cache_dir`) when it holds it; else it runs on the engine
-//! the host lent (`Options::wasm_engine`), or, when none was lent, it is
-//! compiled to machine code as it loads.
+//! (`Options::wasm_cache_dir`) when it holds it (`compiled-wasm`); else it
+//! runs on the engine the host lent (`Options::wasm_engine`), or, when none
+//! was lent, it is compiled to machine code as it loads (`compiled-wasm`).
 //!
 //! A call never runs on the core's thread: a module computes for as long
 //! as its deadline lets it, and the core's thread serves every other plugin
@@ -17,8 +17,23 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Whether this build runs WASM plugins.
-pub const WASM_SUPPORTED: bool = cfg!(feature = "wasm");
+/// Whether this build runs WASM plugins by itself, compiled (the
+/// `compiled-wasm` feature). Without it, only on an engine the host lends.
+pub const WASM_SUPPORTED: bool = cfg!(feature = "compiled-wasm");
+
+/// Whether an adaptation runs WASM plugins: on its own engine or on one
+/// the host `lent`, unless the host `disabled` them. When it has no engine
+/// to run them on, says so as upstream's `New` says it, once per adaptation.
+pub(crate) fn enabled(disabled: bool, lent: bool) -> bool {
+    if disabled {
+        return false;
+    }
+    if !WASM_SUPPORTED && !lent {
+        log::error!("failed to initialize WASM support: WASM support is disabled (at build time)");
+        return false;
+    }
+    true
+}
 
 /// A WASM engine the host lends the core for the modules that the
 /// compiled-module cache does not hold: go/adaptation lends wazero, the
@@ -64,20 +79,18 @@ pub enum WasmFailure {
     Timeout,
 }
 
-/// A loaded module. Without the feature there is none: the type is empty.
-#[cfg(feature = "wasm")]
+/// A loaded module.
 #[derive(Clone)]
 pub(crate) enum WasmPlugin {
     /// Compiled by Cranelift, now or earlier (the cache), run by wasmtime.
+    #[cfg(feature = "compiled-wasm")]
     Compiled(Arc<nri_wasm::Plugin>),
     /// Run by the engine the host lent.
     Lent(Arc<dyn WasmModule>),
 }
-#[cfg(not(feature = "wasm"))]
-pub(crate) enum WasmPlugin {}
 
 /// What a module is loaded with.
-#[cfg_attr(not(feature = "wasm"), allow(dead_code))]
+#[cfg_attr(not(feature = "compiled-wasm"), allow(dead_code))]
 pub(crate) struct LoadConfig {
     pub(crate) memory_limit: usize,
     pub(crate) init_timeout: Duration,
@@ -88,10 +101,9 @@ pub(crate) struct LoadConfig {
 impl WasmPlugin {
     /// Loads the module at `path`: compiled from the cache if it holds it;
     /// else on the engine the host lent, if it lent one; else compiled now
-    /// (and kept in the cache).
-    #[cfg_attr(not(feature = "wasm"), allow(unused_variables))]
+    /// (and kept in the cache). Without `compiled-wasm`, on the lent engine.
     pub(crate) fn load(path: &Path, name: &str, cfg: &LoadConfig) -> Result<WasmPlugin, String> {
-        #[cfg(feature = "wasm")]
+        #[cfg(feature = "compiled-wasm")]
         {
             let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
             let limits = nri_wasm::Limits {
@@ -119,37 +131,39 @@ impl WasmPlugin {
                 .load(name, &bytes, cfg.memory_limit, cfg.init_timeout)
                 .map(|m| WasmPlugin::Lent(Arc::from(m)))
         }
-        #[cfg(not(feature = "wasm"))]
-        Err("no WASM support".to_string())
+        #[cfg(not(feature = "compiled-wasm"))]
+        {
+            // No compiled modules: the cache is not looked at.
+            let Some(engine) = &cfg.engine else {
+                return Err("no WASM support".to_string());
+            };
+            let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+            engine
+                .load(name, &bytes, cfg.memory_limit, cfg.init_timeout)
+                .map(|m| WasmPlugin::Lent(Arc::from(m)))
+        }
     }
 
     /// Calls `method` with the request's encoding; the reply's encoding.
-    #[cfg_attr(not(feature = "wasm"), allow(unused_variables))]
     pub(crate) async fn call(
         &self,
         method: &'static str,
         request: Arc<[u8]>,
         timeout: Duration,
     ) -> Result<Vec<u8>, WasmFailure> {
-        #[cfg(feature = "wasm")]
-        {
-            // A caller blocked on this event runs the module itself; the
-            // core's thread must not block, so there it runs on tokio's
-            // blocking pool.
-            if crate::threads::caller::caller_waits() {
-                return self.call_here(method, &request, timeout);
-            }
-            let w = self.clone();
-            tokio::task::spawn_blocking(move || w.call_here(method, &request, timeout))
-                .await
-                .unwrap_or_else(|e| Err(WasmFailure::Dead(format!("WASM call failed: {e}"))))
+        // A caller blocked on this event runs the module itself; the
+        // core's thread must not block, so there it runs on tokio's
+        // blocking pool.
+        if crate::threads::caller::caller_waits() {
+            return self.call_here(method, &request, timeout);
         }
-        #[cfg(not(feature = "wasm"))]
-        match *self {}
+        let w = self.clone();
+        tokio::task::spawn_blocking(move || w.call_here(method, &request, timeout))
+            .await
+            .unwrap_or_else(|e| Err(WasmFailure::Dead(format!("WASM call failed: {e}"))))
     }
 }
 
-#[cfg(feature = "wasm")]
 impl WasmPlugin {
     /// Calls the module on this thread, blocking it for as long as the
     /// module runs.
@@ -160,6 +174,7 @@ impl WasmPlugin {
         timeout: Duration,
     ) -> Result<Vec<u8>, WasmFailure> {
         let call = std::panic::AssertUnwindSafe(|| match self {
+            #[cfg(feature = "compiled-wasm")]
             WasmPlugin::Compiled(plugin) => compiled_call(plugin, method, request, timeout),
             WasmPlugin::Lent(module) => module.call(method, request, timeout),
         });
@@ -169,7 +184,7 @@ impl WasmPlugin {
     }
 }
 
-#[cfg(feature = "wasm")]
+#[cfg(feature = "compiled-wasm")]
 fn compiled_call(
     plugin: &nri_wasm::Plugin,
     method: &str,
@@ -185,13 +200,13 @@ fn compiled_call(
 }
 
 /// Where WASM plugins' compiled modules are kept by default.
-#[cfg(feature = "wasm")]
+#[cfg(feature = "compiled-wasm")]
 pub const DEFAULT_WASM_CACHE_DIR: &str = nri_wasm::DEFAULT_CACHE_DIR;
-#[cfg(not(feature = "wasm"))]
+#[cfg(not(feature = "compiled-wasm"))]
 pub const DEFAULT_WASM_CACHE_DIR: &str = "/var/cache/nri/wasm";
 
 /// Default bytes of memory per WASM plugin instance.
-#[cfg(feature = "wasm")]
+#[cfg(feature = "compiled-wasm")]
 pub const DEFAULT_WASM_MEMORY_LIMIT: usize = nri_wasm::DEFAULT_MEMORY_LIMIT;
-#[cfg(not(feature = "wasm"))]
+#[cfg(not(feature = "compiled-wasm"))]
 pub const DEFAULT_WASM_MEMORY_LIMIT: usize = 512 << 20;

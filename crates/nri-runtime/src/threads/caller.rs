@@ -28,7 +28,6 @@ pub fn block_on_event<F: Future>(f: F) -> F::Output {
 }
 
 /// Whether the current thread is one that [`block_on_event`] blocks.
-#[cfg_attr(not(feature = "wasm"), allow(dead_code))] // only WASM calls ask
 pub(crate) fn caller_waits() -> bool {
     WAITING.with(|w| w.get())
 }

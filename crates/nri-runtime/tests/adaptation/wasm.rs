@@ -1,6 +1,8 @@
 //! WASM plugins from the plugin directory, written here in WAT on the
 //! go-plugin ABI (a Go module built on upstream's pkg/api runs against
-//! both runtimes in go/tests/wasm).
+//! both runtimes in go/tests/wasm). The tests of modules compiled by the
+//! core itself need its `compiled-wasm` feature (`make test-rust` runs
+//! them: `cargo test -p nri-runtime --features compiled-wasm`).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -65,6 +67,7 @@ fn annotating(key: &str) -> Vec<u8> {
     rsp.write_to_bytes().unwrap()
 }
 
+#[cfg(feature = "compiled-wasm")]
 /// The handlers of the signals a WASM engine would trap with.
 fn trap_handlers() -> Vec<usize> {
     [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE]
@@ -81,6 +84,7 @@ fn trap_handlers() -> Vec<usize> {
         .collect()
 }
 
+#[cfg(feature = "compiled-wasm")]
 #[tokio::test]
 async fn a_wasm_plugin_is_loaded_configured_and_adjusts_without_signal_handlers() {
     let handlers = trap_handlers();
@@ -114,6 +118,7 @@ async fn a_wasm_plugin_is_loaded_configured_and_adjusts_without_signal_handlers(
     h.nri.stop().await;
 }
 
+#[cfg(feature = "compiled-wasm")]
 #[tokio::test]
 async fn a_wasm_plugin_that_traps_fails_that_request_and_is_dropped() {
     let h = Harness::start().await;
@@ -149,6 +154,7 @@ async fn a_wasm_plugin_that_traps_fails_that_request_and_is_dropped() {
     h.nri.stop().await;
 }
 
+#[cfg(feature = "compiled-wasm")]
 #[tokio::test]
 async fn a_file_that_is_not_a_plugin_module_is_skipped_at_start() {
     let h = Harness::start().await;
@@ -275,6 +281,7 @@ async fn a_module_the_cache_lacks_runs_on_the_lent_engine_and_is_not_compiled() 
     h.nri.stop().await;
 }
 
+#[cfg(feature = "compiled-wasm")]
 #[tokio::test]
 async fn a_module_the_cache_holds_runs_compiled_whatever_engine_is_lent() {
     let engine = lent(Ok(annotating("lent")));
@@ -458,5 +465,27 @@ async fn with_wasm_disabled_a_module_is_refused_on_every_engine() {
     let cache = h.plugin_dir().parent().unwrap().join("wasm-cache");
     let kept = std::fs::read_dir(&cache).map_or(0, |d| d.count());
     assert_eq!(kept, 0, "nothing compiled");
+    h.nri.stop().await;
+}
+
+/// Built without `compiled-wasm` and lent no engine, the core has nothing
+/// to run a module on: it says so as upstream built with `nri_no_wasm`
+/// says it, and refuses the module with that build's words.
+#[cfg(not(feature = "compiled-wasm"))]
+#[tokio::test]
+async fn without_compiled_wasm_or_a_lent_engine_a_module_is_refused() {
+    let h = Harness::start().await;
+    install(
+        &h.plugin_dir(),
+        "10-wasm",
+        &module(&annotating("compiled"), false),
+    );
+    assert!(!logged("WASM support is disabled (at build time)").is_empty());
+    h.nri.start().await.unwrap();
+    assert!(h.nri.plugins().is_empty(), "{:?}", h.nri.plugins());
+    assert!(
+        !logged("can't load WASM plugin").is_empty() && !logged("no WASM support").is_empty(),
+        "the refusal is logged with upstream's words"
+    );
     h.nri.stop().await;
 }
