@@ -121,11 +121,17 @@ example: build
 ## which step took the time.
 TEST_STEPS := check-header provenance test-rust test-go conformance test-c test-size test-install e2e
 test:
-	@for step in $(TEST_STEPS); do \
+	@times=""; for step in $(TEST_STEPS); do \
 	  start=$$(date +%s); \
-	  $(MAKE) --no-print-directory $$step || exit 1; \
-	  echo "make test: $$step took $$(( $$(date +%s) - start )) s"; \
-	done
+	  if ! $(MAKE) --no-print-directory $$step; then \
+	    echo "make test: $$step failed after $$(( $$(date +%s) - start )) s (before it:$$times)"; \
+	    exit 1; \
+	  fi; \
+	  took=$$(( $$(date +%s) - start )); \
+	  echo "make test: $$step took $$took s"; \
+	  times="$$times $$step $${took}s"; \
+	done; \
+	echo "make test: step times:$$times"
 
 # The workspace's tests build the core without its compiled-wasm feature,
 # as libnri.a is by default; the core's WASM tests run again with it (only
