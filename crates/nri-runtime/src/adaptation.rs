@@ -90,7 +90,10 @@ impl Adaptation {
             wasm_memory_limit: opts.wasm_memory_limit,
             wasm_cache_dir: opts.wasm_cache_dir.clone(),
             wasm_engine: opts.wasm_engine.clone(),
-            wasm_enabled: crate::plugins::wasm::enabled(opts.wasm_disabled, opts.wasm_engine.is_some()),
+            wasm_enabled: crate::plugins::wasm::enabled(
+                opts.wasm_disabled,
+                opts.wasm_engine.is_some(),
+            ),
             pod_guard: opts
                 .validator
                 .filter(|_| opts.guard_pods)
