@@ -103,7 +103,8 @@ impl Adaptation {
             accepting: AtomicBool::new(false),
             plugins: Mutex::new(Vec::new()),
             joining: Mutex::new(Vec::new()),
-            events: tokio::sync::Mutex::new(()),
+            events: crate::event_lock::EventLock::new(opts.pod_concurrency),
+            concurrent_plugins: opts.concurrent_plugins.clone(),
             state: AtomicU64::new(0),
             sync_lock: sync::lock::SyncLock::default(),
             unregistered: nri_api::mux::Budget::new(connect::UNREGISTERED_BUDGET),
@@ -231,7 +232,7 @@ impl Adaptation {
     /// next start begins a new one.
     pub async fn stop(&self) {
         info!("runtime interface shutting down...");
-        let _no_event_in_progress = self.core.events.lock().await;
+        let _no_event_in_progress = self.core.events.all().await;
         if self.core.shutdown_on_stop && self.is_running() {
             let core = Arc::clone(&self.core);
             let _ = self

@@ -73,9 +73,14 @@ pub(crate) struct Core {
     /// Plugins whose sync has begun, and the events kept for them
     /// meanwhile. Locked after `plugins` when both are.
     pub(crate) joining: Mutex<Vec<Arc<Joining>>>,
-    /// Serializes events, as upstream's adaptation lock does. Only events
-    /// take it: registration, sync and unsolicited updates never wait for it.
-    pub(crate) events: tokio::sync::Mutex<()>,
+    /// Serializes events, as upstream's adaptation lock does, or, with pod
+    /// concurrency, the events of each pod. Only events, stop and a joining
+    /// plugin's activation take it: registration, sync and unsolicited
+    /// updates never wait for it.
+    pub(crate) events: crate::event_lock::EventLock,
+    /// Which plugins take requests of different pods at once (by name or
+    /// `idx-name`), with pod concurrency.
+    pub(crate) concurrent_plugins: std::collections::HashSet<String>,
     /// Whether the adaptation is running, and the events some active plugin
     /// subscribes to, in one word, so [`Core::wants`] sees both as they were
     /// at one instant. Written only under the plugin list's lock.
@@ -91,6 +96,12 @@ pub(crate) struct Core {
     /// Charged for what connections buffer before their plugin registers.
     pub(crate) unregistered: Arc<nri_api::mux::Budget>,
 }
+
+/// Most requests a plugin that takes them concurrently has in hand at once.
+/// Upstream's stub closes its whole connection once 256 frames wait for
+/// its server (`pkg/net/multiplex`, `readQueueLen`), which a burst of pods
+/// would reach; a quarter of that leaves room for the rest of its traffic.
+pub(crate) const MAX_REQUESTS_AT_ONCE: usize = 64;
 
 /// The bit of [`Core::state`] saying the adaptation is running; the low 32
 /// bits are an [`EventMask`].
@@ -212,9 +223,13 @@ impl Core {
         NextStop::new(epoch, started)
     }
 
-    /// Takes the event lock for one event, if the adaptation is running.
-    pub(crate) async fn serialize_event(&self) -> Result<tokio::sync::MutexGuard<'_, ()>, Error> {
-        let guard = self.events.lock().await;
+    /// Takes the event lock for one event of `pod`, if the adaptation is
+    /// running.
+    pub(crate) async fn serialize_event(
+        &self,
+        pod: Option<&str>,
+    ) -> Result<crate::event_lock::EventTurn<'_>, Error> {
+        let guard = self.events.event(pod).await;
         if !self.is_running() {
             return Err(Error::NotRunning);
         }
@@ -477,6 +492,15 @@ impl Host for Core {
 
     fn note_closed(&self) {
         Core::note_closed(self);
+    }
+
+    fn requests_at_once(&self, name: &str, base: &str) -> Option<usize> {
+        if !self.events.by_pod() {
+            return None;
+        }
+        let concurrent =
+            self.concurrent_plugins.contains(name) || self.concurrent_plugins.contains(base);
+        Some(if concurrent { MAX_REQUESTS_AT_ONCE } else { 1 })
     }
 }
 

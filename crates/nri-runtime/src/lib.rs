@@ -44,6 +44,7 @@ mod adaptation;
 mod connections;
 mod core_state;
 mod error;
+mod event_lock;
 mod events;
 mod metrics;
 mod options;

@@ -118,6 +118,8 @@ pub struct Options {
     pub(crate) activate_within_sync: bool,
     pub(crate) plugin_request_timeouts: std::collections::HashMap<String, Duration>,
     pub(crate) plugin_handover: bool,
+    pub(crate) pod_concurrency: bool,
+    pub(crate) concurrent_plugins: std::collections::HashSet<String>,
     pub(crate) identities: Option<crate::IdentityPolicy>,
     pub(crate) audit: crate::results::audit::AuditConfig,
     /// The default validator's configuration, if enabled.
@@ -149,6 +151,8 @@ impl Default for Options {
             activate_within_sync: false,
             plugin_request_timeouts: Default::default(),
             plugin_handover: false,
+            pod_concurrency: false,
+            concurrent_plugins: Default::default(),
             identities: None,
             audit: crate::results::audit::AuditConfig {
                 sink: None,
@@ -390,6 +394,32 @@ impl Options {
     pub fn activate_within_sync(mut self, on: bool) -> Self {
         self.activate_within_sync = on;
         self
+    }
+    /// Runs the events of different pods at once; those of one pod still
+    /// run one at a time and in order (upstream runs every event of every
+    /// pod one at a time, so a burst of pod starts queues behind each
+    /// plugin's slowest answer). A plugin is sent requests of different
+    /// pods at once only if it is named in
+    /// [`concurrent_plugin`](Self::concurrent_plugin) or its runtime
+    /// drop-in says `concurrentRequests: true`; every other plugin is sent
+    /// one request at a time, as under upstream. Each event's merge,
+    /// conflicts, validation, failure policy and audit record are its own,
+    /// as they are when events run in turn. Off by default. Not
+    /// upstream's: a runtime opts in.
+    pub fn pod_concurrency(mut self, on: bool) -> Self {
+        self.pod_concurrency = on;
+        self
+    }
+    /// Names a plugin (by `idx-name` or name) that takes requests of
+    /// different pods at once, with [`pod_concurrency`](Self::pod_concurrency).
+    /// Refused: an empty name.
+    pub fn concurrent_plugin(mut self, plugin: impl Into<String>) -> Result<Self, OptionError> {
+        let plugin = plugin.into();
+        if plugin.is_empty() {
+            return Err(OptionError::new(self, "plugin is empty".to_string()));
+        }
+        self.concurrent_plugins.insert(plugin);
+        Ok(self)
     }
     /// A plugin that registers under the `idx-name` of a connected one
     /// (external or pre-installed, never builtin) replaces it once

@@ -235,7 +235,7 @@ pub(crate) async fn sync_and_add(core: Arc<Core>, plugin: Arc<Plugin>) {
 /// events reach it live, and none reached it twice or not at all.
 async fn join(core: &Arc<Core>, joining: &Arc<Joining>, replace: bool) -> Result<(), Error> {
     joining.catch_up().await?;
-    let _events = core.events.lock().await;
+    let _events = core.events.all().await;
     joining.catch_up().await?;
     if joining.plugin.is_closed() {
         return Err(Error::Start("the plugin went away".to_string()));
@@ -271,7 +271,7 @@ pub(crate) fn make_active(core: &Arc<Core>, plugin: &Arc<Plugin>, replace: bool)
 /// the event lock is free only then. With `shutdown_on_stop` it is told
 /// `Shutdown` first.
 async fn retire(core: Arc<Core>, old: Arc<Plugin>) {
-    drop(core.events.lock().await);
+    drop(core.events.all().await);
     if core.shutdown_on_stop {
         old.shutdown(old.request_timeout()).await;
     }

@@ -24,6 +24,17 @@ pub(crate) enum Handed {
     Encoded(Vec<u8>),
 }
 
+impl Handed {
+    /// The id of the request's pod, if it names one.
+    pub(crate) fn pod_id(&self) -> Option<String> {
+        let id = match self {
+            Handed::Decoded(req) => req.pod_id().to_string(),
+            Handed::Encoded(bytes) => crate::plugins::request::pod_id_of(bytes)?,
+        };
+        (!id.is_empty()).then_some(id)
+    }
+}
+
 /// One CreateContainer event's request, in its form, and where the merge
 /// writes the plugins' adjustments.
 pub(crate) struct Creation {

@@ -31,12 +31,14 @@ struct Turn<'a> {
     // Fields drop in order: closed plugins are pruned before the lock is
     // let go, so the next event's snapshot holds none of them.
     _prune: PruneOnExit<'a>,
-    _serialized: tokio::sync::MutexGuard<'a, ()>,
+    _serialized: crate::event_lock::EventTurn<'a>,
 }
 
 impl Turn<'_> {
-    async fn begin(core: &Core) -> Result<Turn<'_>, Error> {
-        let serialized = core.serialize_event().await?;
+    /// Waits for the event's turn: after every event before it, or with
+    /// pod concurrency after those of its pod, `pod`.
+    async fn begin<'a>(core: &'a Core, pod: Option<&str>) -> Result<Turn<'a>, Error> {
+        let serialized = core.serialize_event(pod).await?;
         let prune = PruneOnExit(core);
         let budget = EventBudget::start(core.event_timeout);
         Ok(Turn {
@@ -75,8 +77,13 @@ impl Drop for PruneOnExit<'_> {
     }
 }
 
+/// The pod an event is about, when events of different pods run at once.
+fn pod_of<C: Call>(core: &Core, req: &Request<C>) -> Option<String> {
+    core.events.by_pod().then(|| req.pod_id()).flatten()
+}
+
 pub(crate) async fn relay_all<C: Call>(core: Arc<Core>, req: Request<C>) -> Result<(), Error> {
-    let turn = Turn::begin(&core).await?;
+    let turn = Turn::begin(&core, pod_of(&core, &req).as_deref()).await?;
     let kept = turn.to_keep(&req);
     let mut req = Outgoing::new(req);
     for p in &turn.plugins {
@@ -92,7 +99,7 @@ pub(crate) async fn run_pod_sandbox(
     core: Arc<Core>,
     req: Request<RunPodSandboxRequest>,
 ) -> Result<(), Error> {
-    let turn = Turn::begin(&core).await?;
+    let turn = Turn::begin(&core, pod_of(&core, &req).as_deref()).await?;
     // Only the guard needs the pod decoded.
     let guarded = match &core.pod_guard {
         Some(validator) => Some((validator, req.message()?)),
@@ -144,7 +151,8 @@ pub(crate) async fn create_container(
     core: Arc<Core>,
     handed: Handed,
 ) -> Result<CreateContainerResponse, Error> {
-    let turn = Turn::begin(&core).await?;
+    let pod = core.events.by_pod().then(|| handed.pod_id()).flatten();
+    let turn = Turn::begin(&core, pod.as_deref()).await?;
     let validators: Vec<Arc<Plugin>> = turn
         .plugins
         .iter()
@@ -355,7 +363,8 @@ where
     E: MergedEvent,
     E::Reply: Counted,
 {
-    let turn = Turn::begin(&core).await?;
+    let pod = core.events.by_pod().then(|| req.pod_id().to_string());
+    let turn = Turn::begin(&core, pod.as_deref().filter(|p| !p.is_empty())).await?;
     let kept = joining::kept(&turn.joining, E::EVENT, || {
         req.write_to_bytes().ok().map(Arc::from)
     });

@@ -33,4 +33,9 @@ pub(crate) trait Host: Send + Sync {
 
     /// A plugin's connection is gone: the next event must prune it.
     fn note_closed(&self);
+
+    /// How many requests a plugin may have in hand at once, when events
+    /// of different pods run at once (None when events run in turn): one,
+    /// unless it said it takes them concurrently.
+    fn requests_at_once(&self, name: &str, base: &str) -> Option<usize>;
 }

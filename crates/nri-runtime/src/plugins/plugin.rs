@@ -81,6 +81,10 @@ pub(crate) struct Plugin {
     /// has a StateChange form; sticky, as upstream.
     state_change: AtomicBool,
     warned: Mutex<HashSet<Event>>,
+    /// With pod concurrency, how many requests it may have in hand at
+    /// once: one, unless it said it takes requests of different pods at
+    /// once. Without it, events run in turn and need none.
+    in_hand: Option<tokio::sync::Semaphore>,
     host: Arc<dyn Host>,
 }
 
@@ -98,6 +102,11 @@ impl Plugin {
     ) -> Plugin {
         let name = format!("{idx}-{base}");
         let request_timeout = host.plugin_request_timeout(&name, &base).or(dropin_timeout);
+        // Builtin plugins are the runtime's own code, called at once.
+        let in_hand = host
+            .requests_at_once(&name, &base)
+            .filter(|_| !matches!(transport, Transport::Builtin(_)))
+            .map(tokio::sync::Semaphore::new);
         Plugin {
             name,
             request_timeout,
@@ -114,6 +123,7 @@ impl Plugin {
             closed: AtomicBool::new(false),
             state_change: AtomicBool::new(false),
             warned: Mutex::new(HashSet::new()),
+            in_hand,
             host,
         }
     }
@@ -338,9 +348,19 @@ impl Plugin {
             return Ok(None);
         }
         let op = C::EVENT.pretty_name();
+        let _turn = self.turn().await;
         match self.measured(op, self.invoke(req, encoding, budget)).await {
             Ok(rpl) => Ok(Some(rpl)),
             Err(e) => self.failed(op, e),
+        }
+    }
+
+    /// This plugin's turn for a request, if its requests take turns.
+    async fn turn(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        match &self.in_hand {
+            // Never closed.
+            Some(turns) => turns.acquire().await.ok(),
+            None => None,
         }
     }
 
@@ -544,6 +564,7 @@ impl Plugin {
         }
         let op = Event::VALIDATE_CONTAINER_ADJUSTMENT.pretty_name();
         let mut encoding = encoding.clone();
+        let _turn = self.turn().await;
         match self
             .measured(op, self.invoke(req, &mut encoding, budget))
             .await

@@ -25,6 +25,9 @@ pub(crate) trait Call: protobuf::Message + Send + Sync + 'static {
         handlers: Arc<dyn BuiltinHandlers>,
     ) -> BoxFuture<'static, Result<Self::Reply, BoxError>>;
 
+    /// The id of the pod this request is about ("" if it has none).
+    fn pod_id(&self) -> &str;
+
     /// Whether this request has a deprecated `StateChange` form.
     const HAS_STATE_CHANGE: bool = false;
 
@@ -76,6 +79,10 @@ macro_rules! call {
                 Box::pin(($builtin)(handlers, self.clone()))
             }
 
+            fn pod_id(&self) -> &str {
+                self.pod.as_ref().map_or("", |p| p.id.as_str())
+            }
+
             $(call!(@state $sc);)?
         }
     };
@@ -114,6 +121,10 @@ impl Call for ValidateContainerAdjustmentRequest {
     type Reply = ValidateContainerAdjustmentResponse;
     const EVENT: Event = Event::VALIDATE_CONTAINER_ADJUSTMENT;
     const METHOD: &'static str = "ValidateContainerAdjustment";
+
+    fn pod_id(&self) -> &str {
+        self.pod.as_ref().map_or("", |p| p.id.as_str())
+    }
 
     fn via_builtin(
         &self,
@@ -208,6 +219,19 @@ impl<C: Call> Request<C> {
         }
     }
 
+    /// The id of the pod the request is about, if it names one: read from
+    /// the bytes where it came encoded, without decoding them.
+    pub(crate) fn pod_id(&self) -> Option<String> {
+        let id = match self {
+            Request::Decoded(m) => m.pod_id().to_string(),
+            Request::Encoded(bytes) => pod_id_of(bytes)?,
+            Request::Partly { kept, rest } => {
+                pod_id_of(kept).unwrap_or_else(|| rest.pod_id().to_string())
+            }
+        };
+        (!id.is_empty()).then_some(id)
+    }
+
     /// The request's `StateChange` form, if it has one.
     pub(crate) fn state_change(&self) -> Result<Option<StateChangeEvent>, Error> {
         if !C::HAS_STATE_CHANGE {
@@ -215,6 +239,14 @@ impl<C: Call> Request<C> {
         }
         Ok(self.message()?.state_change())
     }
+}
+
+/// The pod id in an encoded request (field 1, the pod, whose field 1 is
+/// its id, in every request an event sends).
+pub(crate) fn pod_id_of(bytes: &[u8]) -> Option<String> {
+    let pod = nri_api::wire::only_field(bytes, 1)?;
+    let id = nri_api::wire::only_field(pod, 1)?;
+    std::str::from_utf8(id).ok().map(str::to_string)
 }
 
 fn decode<C: Call>(bytes: &[u8]) -> Result<C, Error> {

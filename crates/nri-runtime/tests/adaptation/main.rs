@@ -4,6 +4,7 @@
 
 mod audit;
 mod common;
+mod concurrency;
 mod encoded;
 mod fallback;
 mod goplugin;

@@ -246,6 +246,9 @@ type logEntry struct {
 	NRIVersion            string `json:"nri_version"`
 	RegistrationTimeoutMs int64  `json:"registration_timeout_ms"`
 	RequestTimeoutMs      int64  `json:"request_timeout_ms"`
+	// With the script's spans: when the request arrived and was answered.
+	StartedNs int64 `json:"started_ns,omitempty"`
+	EndedNs   int64 `json:"ended_ns,omitempty"`
 }
 
 // intercept logs each request and applies exit_on as soon as the request
@@ -254,16 +257,24 @@ type logEntry struct {
 func (p *plugin) intercept(ctx context.Context, unmarshal ttrpc.Unmarshaler, info *ttrpc.UnaryServerInfo, method ttrpc.Method) (interface{}, error) {
 	rpc := info.FullMethod[strings.LastIndex(info.FullMethod, "/")+1:]
 	var req interface{}
+	var span *logEntry
+	started := time.Now()
 	hooked := func(obj interface{}) error {
 		if err := unmarshal(obj); err != nil {
 			return err
 		}
 		req = obj
-		p.received(rpc, obj)
+		span = p.received(rpc, obj)
 		return nil
 	}
 
 	rsp, err := method(ctx, hooked)
+	if span != nil {
+		span.StartedNs, span.EndedNs = started.UnixNano(), time.Now().UnixNano()
+		if err := p.appendLog(p.current().Log, span); err != nil {
+			logrus.Errorf("%s: logging %s: %v", p.name, span.Event, err)
+		}
+	}
 	if err != nil {
 		return rsp, err
 	}
@@ -285,8 +296,9 @@ func (p *plugin) intercept(ctx context.Context, unmarshal ttrpc.Unmarshaler, inf
 	return rsp, nil
 }
 
-// received handles one decoded request before the stub sees it.
-func (p *plugin) received(rpc string, req interface{}) {
+// received handles one decoded request before the stub sees it. With the
+// script's spans, the entry is returned to be logged once answered.
+func (p *plugin) received(rpc string, req interface{}) *logEntry {
 	e := logEntry{Plugin: p.name, Event: rpc, Method: rpc}
 	switch r := req.(type) {
 	case *api.ConfigureRequest:
@@ -316,7 +328,11 @@ func (p *plugin) received(rpc string, req interface{}) {
 	}
 
 	s := p.current()
-	if s.Log != "" {
+	var span *logEntry
+	switch {
+	case s.Log != "" && s.Spans:
+		span = &e
+	case s.Log != "":
 		if err := p.appendLog(s.Log, &e); err != nil {
 			logrus.Errorf("%s: logging %s: %v", p.name, e.Event, err)
 		}
@@ -325,6 +341,7 @@ func (p *plugin) received(rpc string, req interface{}) {
 		logrus.Warnf("%s: exit_on %s: exiting with status %d", p.name, e.Event, exitOnStatus)
 		os.Exit(exitOnStatus)
 	}
+	return span
 }
 
 // appendLog appends one line and fsyncs it, so a test that got the reply

@@ -35,6 +35,10 @@ type Script struct {
 	DelayMs map[string]int64 `json:"delay_ms"`
 	// ExitOn makes the process exit with status 3 when the event arrives.
 	ExitOn string `json:"exit_on"`
+	// Spans logs each request once its handler returned, with the times
+	// it arrived and was answered (started_ns, ended_ns: Unix time in
+	// nanoseconds), so a test can tell which requests overlapped.
+	Spans bool `json:"spans"`
 	// Validate is the verdict of ValidateContainerAdjustment.
 	Validate *ValidateScript `json:"validate"`
 	// Unsolicited is an UpdateContainers request sent after Synchronize.
