@@ -120,6 +120,10 @@ type Adaptation struct {
 	activateWithinSync bool
 	// Whether a plugin replaces a connected one of its name (WithPluginHandover).
 	pluginHandover bool
+	// Events of different pods at once (WithPodConcurrency), and the
+	// plugins sent requests of different pods at once.
+	podConcurrency    bool
+	concurrentPlugins []string
 	// Request timeouts of single plugins (WithPluginRequestTimeout).
 	pluginTimeouts map[string]time.Duration
 	// Who may register which plugin names (WithPluginIdentities; nil: anyone).
@@ -365,6 +369,19 @@ func (r *Adaptation) createCore() error {
 			return check(C.nri_options_set_activate_within_sync(opts, C.bool(r.activateWithinSync), &cerr))
 		},
 		func() error { return check(C.nri_options_set_plugin_handover(opts, C.bool(r.pluginHandover), &cerr)) },
+		func() error {
+			if err := check(C.nri_options_set_pod_concurrency(opts, C.bool(r.podConcurrency), &cerr)); err != nil {
+				return err
+			}
+			for _, name := range r.concurrentPlugins {
+				if err := withString(name, func(s *C.char) C.nri_status {
+					return C.nri_options_add_concurrent_plugin(opts, s, &cerr)
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 		func() error {
 			names := make([]string, 0, len(r.pluginTimeouts))
 			for name := range r.pluginTimeouts {

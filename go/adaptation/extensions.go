@@ -86,19 +86,30 @@ func WithRequiredPluginsGuardingPods() Option {
 	}
 }
 
-// WithPluginsActivatedWithinSync makes a plugin that connects active as
-// soon as it has answered its Synchronize, while the runtime's SyncFn is
-// still running, instead of after SyncFn returned. Every event the runtime
-// sends once its SyncFn returned then reaches the plugin: a runtime whose
-// SyncFn and changes exclude each other (its own lock, or BlockPluginSync
-// around each change) loses no pod or container to a joining plugin. Each
-// is in the plugin's snapshot or reaches it as an event, exactly once.
-// Without it, as upstream, an event sent between SyncFn's return and the
-// plugin's activation is not offered to the plugin. If SyncFn fails after
-// the plugin answered, the plugin is dropped again.
+// WithPluginsActivatedWithinSync is kept for runtimes that set it; it
+// changes nothing. A plugin that connects is made active as soon as it has
+// answered its Synchronize, while the runtime's SyncFn still runs, once
+// the events it missed since its sync began were replayed to it: each pod
+// and container reaches it once, in its snapshot or as events. Upstream
+// activates it after SyncFn returned and loses what happened in between.
 func WithPluginsActivatedWithinSync() Option {
 	return func(r *Adaptation) error {
 		r.activateWithinSync = true
+		return nil
+	}
+}
+
+// WithPodConcurrency lets events of different pods run at once; those of
+// one pod still run one at a time and in order. Only the plugins named
+// here (by idx-name or name), and pre-installed ones whose runtime drop-in
+// says concurrentRequests: true, are sent requests of different pods at
+// once; every other plugin gets one request at a time, as under upstream,
+// which runs every event of every pod in turn. Each event's merge,
+// conflicts, validation and audit record stay its own.
+func WithPodConcurrency(concurrentPlugins ...string) Option {
+	return func(r *Adaptation) error {
+		r.podConcurrency = true
+		r.concurrentPlugins = append(r.concurrentPlugins, concurrentPlugins...)
 		return nil
 	}
 }

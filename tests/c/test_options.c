@@ -169,6 +169,29 @@ static void plugin_lifecycle_options_are_options(void **state)
     assert_ok(nri_adaptation_stop(f->a, &err), &err);
 }
 
+/* Pod concurrency and the plugins that take concurrent requests: refused
+ * without options, without a name and with an empty one; set, the
+ * adaptation runs (its effect on plugins is tested in the core's tests,
+ * with upstream Go-stub plugin processes). */
+static void pod_concurrency_is_an_option(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    assert_fails(nri_options_set_pod_concurrency(NULL, true, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "options");
+    assert_fails(nri_options_add_concurrent_plugin(NULL, "10-fast", &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "options");
+    assert_fails(nri_options_add_concurrent_plugin(f->opts, NULL, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "plugin is NULL");
+    assert_fails(nri_options_add_concurrent_plugin(f->opts, "", &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "plugin is empty");
+    assert_ok(nri_options_set_pod_concurrency(f->opts, true, &err), &err);
+    assert_ok(nri_options_add_concurrent_plugin(f->opts, "10-fast", &err), &err);
+    fixture_new(f);
+    assert_ok(nri_adaptation_start(f->a, &err), &err);
+    assert_ok(nri_adaptation_stop(f->a, &err), &err);
+}
+
 /* A plugin's own request timeout: refused without options, without a
  * name, with an empty one and at 0 ms; set, the adaptation runs. */
 static void plugin_request_timeout_needs_a_name_and_a_time(void **state)
@@ -509,6 +532,7 @@ int main(void)
         FIXTURE_TEST(event_timeout_bounds_whole_events),
         FIXTURE_TEST(shutdown_on_stop_is_an_option),
         FIXTURE_TEST(plugin_lifecycle_options_are_options),
+        FIXTURE_TEST(pod_concurrency_is_an_option),
         FIXTURE_TEST(plugin_request_timeout_needs_a_name_and_a_time),
         FIXTURE_TEST(a_cancelled_event_returns_at_once),
         FIXTURE_TEST(socket_path_is_where_plugins_connect),

@@ -1456,11 +1456,10 @@ nri_status nri_options_set_required_plugins_guard_pods(struct nri_options *opts,
                                                        struct nri_error **err);
 
 /**
- * Whether a plugin that connects is made active as soon as it answered
- * its `Synchronize`, while the runtime's sync callback still runs, instead
- * of after that callback returned: every event the runtime sends once its
- * sync callback returned reaches the plugin. Off by default, as upstream
- * activates it only afterwards. Not upstream's.
+ * Kept for runtimes that set it; it changes nothing. A plugin that
+ * connects is made active as soon as it answered its `Synchronize`, while
+ * the runtime's sync callback still runs, after the events it missed
+ * meanwhile were replayed to it. Not upstream's.
  *
  * # Safety
  * `opts` comes from `nri_options_new`; `err` is NULL or writable.
@@ -1481,6 +1480,34 @@ nri_status nri_options_set_activate_within_sync(struct nri_options *opts,
 nri_status nri_options_set_plugin_handover(struct nri_options *opts,
                                            bool on,
                                            struct nri_error **err);
+
+/**
+ * Whether events of different pods may run at once; those of one pod
+ * still run one at a time and in order. A plugin is sent requests of
+ * different pods at once only if named with
+ * `nri_options_add_concurrent_plugin` (or its runtime drop-in says
+ * `concurrentRequests: true`); every other plugin gets one at a time. Off
+ * by default, as upstream runs every event in turn. Not upstream's.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `err` is NULL or writable.
+ */
+nri_status nri_options_set_pod_concurrency(struct nri_options *opts,
+                                           bool on,
+                                           struct nri_error **err);
+
+/**
+ * Names a plugin (`idx-name`, or its name alone) that takes requests of
+ * different pods at once, with `nri_options_set_pod_concurrency`. An empty
+ * name is refused. Not upstream's.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `plugin` is a NUL-terminated
+ * string; `err` is NULL or writable.
+ */
+nri_status nri_options_add_concurrent_plugin(struct nri_options *opts,
+                                             const char *plugin,
+                                             struct nri_error **err);
 
 /**
  * Enables the builtin default validator with this configuration

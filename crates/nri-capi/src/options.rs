@@ -394,11 +394,10 @@ pub unsafe extern "C" fn nri_options_set_required_plugins_guard_pods(
     unsafe { set_flag(opts, on, err, Options::required_plugins_guard_pods) }
 }
 
-/// Whether a plugin that connects is made active as soon as it answered
-/// its `Synchronize`, while the runtime's sync callback still runs, instead
-/// of after that callback returned: every event the runtime sends once its
-/// sync callback returned reaches the plugin. Off by default, as upstream
-/// activates it only afterwards. Not upstream's.
+/// Kept for runtimes that set it; it changes nothing. A plugin that
+/// connects is made active as soon as it answered its `Synchronize`, while
+/// the runtime's sync callback still runs, after the events it missed
+/// meanwhile were replayed to it. Not upstream's.
 ///
 /// # Safety
 /// `opts` comes from `nri_options_new`; `err` is NULL or writable.
@@ -429,6 +428,49 @@ pub unsafe extern "C" fn nri_options_set_plugin_handover(
     // SAFETY: nri_options_set_plugin_handover's contract: `opts` comes
     // from nri_options_new, `err` is NULL or writable.
     unsafe { set_flag(opts, on, err, Options::plugin_handover) }
+}
+
+/// Whether events of different pods may run at once; those of one pod
+/// still run one at a time and in order. A plugin is sent requests of
+/// different pods at once only if named with
+/// `nri_options_add_concurrent_plugin` (or its runtime drop-in says
+/// `concurrentRequests: true`); every other plugin gets one at a time. Off
+/// by default, as upstream runs every event in turn. Not upstream's.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_pod_concurrency(
+    opts: *mut nri_options,
+    on: bool,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: nri_options_set_pod_concurrency's contract: `opts` comes
+    // from nri_options_new, `err` is NULL or writable.
+    unsafe { set_flag(opts, on, err, Options::pod_concurrency) }
+}
+
+/// Names a plugin (`idx-name`, or its name alone) that takes requests of
+/// different pods at once, with `nri_options_set_pod_concurrency`. An empty
+/// name is refused. Not upstream's.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `plugin` is a NUL-terminated
+/// string; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_add_concurrent_plugin(
+    opts: *mut nri_options,
+    plugin: *const c_char,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    // SAFETY: nri_options_add_concurrent_plugin's contract: `opts` comes
+    // from nri_options_new, `plugin` is NUL-terminated, `err` is NULL or
+    // writable.
+    unsafe {
+        set_str(opts, "plugin", plugin, err, |o, name| {
+            o.concurrent_plugin(name)
+        })
+    }
 }
 
 /// Sets an on/off option.
