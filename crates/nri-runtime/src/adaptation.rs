@@ -80,9 +80,10 @@ impl Adaptation {
             deprecation: opts.deprecation,
             registration_timeout: opts.registration_timeout,
             request_timeout: opts.request_timeout,
+            sync_timeout: opts.sync_timeout,
             event_timeout: opts.event_timeout,
             shutdown_on_stop: opts.shutdown_on_stop,
-            plugin_request_timeouts: opts.plugin_request_timeouts,
+            plugin_timeouts: opts.plugin_timeouts,
             plugin_handover: opts.plugin_handover,
             identities: opts.identities,
             names: Default::default(),
@@ -90,7 +91,10 @@ impl Adaptation {
             wasm_memory_limit: opts.wasm_memory_limit,
             wasm_cache_dir: opts.wasm_cache_dir.clone(),
             wasm_engine: opts.wasm_engine.clone(),
-            wasm_enabled: crate::plugins::wasm::enabled(opts.wasm_disabled, opts.wasm_engine.is_some()),
+            wasm_enabled: crate::plugins::wasm::enabled(
+                opts.wasm_disabled,
+                opts.wasm_engine.is_some(),
+            ),
             pod_guard: opts
                 .validator
                 .filter(|_| opts.guard_pods)
