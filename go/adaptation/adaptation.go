@@ -126,6 +126,11 @@ type Adaptation struct {
 	concurrentPlugins []string
 	// Request timeouts of single plugins (WithPluginRequestTimeout).
 	pluginTimeouts map[string]time.Duration
+	// The sync timeout of all plugins and of single ones
+	// (WithPluginSyncTimeout, WithPluginSyncTimeoutFor; 0, absent: the
+	// core's default).
+	syncTimeout        time.Duration
+	pluginSyncTimeouts map[string]time.Duration
 	// Who may register which plugin names (WithPluginIdentities; nil: anyone).
 	identities []PluginIdentityRule
 	// Where audit records go (WithAuditLog, WithAuditLogFile).
@@ -330,6 +335,21 @@ func (r *Adaptation) createCore() error {
 		defer C.free(unsafe.Pointer(cs))
 		return check(set(cs))
 	}
+	// Sets each plugin's timeout in m, in the order of their names.
+	perPlugin := func(m map[string]time.Duration, set func(*C.char, C.uint64_t) C.nri_status) error {
+		names := make([]string, 0, len(m))
+		for name := range m {
+			names = append(names, name)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			millis := C.uint64_t(m[name].Milliseconds())
+			if err := withString(name, func(s *C.char) C.nri_status { return set(s, millis) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 
 	steps := []func() error{
 		func() error {
@@ -357,7 +377,13 @@ func (r *Adaptation) createCore() error {
 			if err := check(C.nri_options_set_request_timeout(opts, C.uint64_t(r.requestTimeout.Milliseconds()), &cerr)); err != nil {
 				return err
 			}
-			return check(C.nri_options_set_event_timeout(opts, C.uint64_t(r.eventTimeout.Milliseconds()), &cerr))
+			if err := check(C.nri_options_set_event_timeout(opts, C.uint64_t(r.eventTimeout.Milliseconds()), &cerr)); err != nil {
+				return err
+			}
+			if r.syncTimeout == 0 {
+				return nil
+			}
+			return check(C.nri_options_set_sync_timeout(opts, C.uint64_t(r.syncTimeout.Milliseconds()), &cerr))
 		},
 		// The on/off options of nri-rs's own (extensions.go); off is the
 		// core's default, so each is set as it is.
@@ -383,20 +409,14 @@ func (r *Adaptation) createCore() error {
 			return nil
 		},
 		func() error {
-			names := make([]string, 0, len(r.pluginTimeouts))
-			for name := range r.pluginTimeouts {
-				names = append(names, name)
-			}
-			sort.Strings(names)
-			for _, name := range names {
-				millis := C.uint64_t(r.pluginTimeouts[name].Milliseconds())
-				if err := withString(name, func(s *C.char) C.nri_status {
-					return C.nri_options_set_plugin_request_timeout(opts, s, millis, &cerr)
-				}); err != nil {
-					return err
-				}
-			}
-			return nil
+			return perPlugin(r.pluginTimeouts, func(name *C.char, millis C.uint64_t) C.nri_status {
+				return C.nri_options_set_plugin_request_timeout(opts, name, millis, &cerr)
+			})
+		},
+		func() error {
+			return perPlugin(r.pluginSyncTimeouts, func(name *C.char, millis C.uint64_t) C.nri_status {
+				return C.nri_options_set_plugin_sync_timeout(opts, name, millis, &cerr)
+			})
 		},
 		func() error {
 			return check(r.setWasmEngine(opts, &cerr))

@@ -35,8 +35,9 @@ func WithEventTimeout(budget time.Duration) Option {
 
 // WithPluginRequestTimeout gives one plugin a request timeout of its own,
 // instead of the one SetPluginRequestTimeout sets for all: every request
-// to the plugin (Configure, Synchronize, events, validation) may take that
-// long, and the plugin is told it in Configure. plugin is its idx-name or its name alone; the idx-name wins.
+// to the plugin (Configure, events, validation) may take that long, and
+// the plugin is told it in Configure. Its Synchronize gets at least as
+// long, unless a sync timeout is set (WithPluginSyncTimeout). plugin is its idx-name or its name alone; the idx-name wins.
 // Use it once per plugin. It overrides a pre-installed plugin's runtime
 // drop-in, <idx>-<name>.runtime.yaml next to its .conf with a Go duration
 // under requestTimeout. Without either, as upstream, all plugins share one
@@ -53,6 +54,47 @@ func WithPluginRequestTimeout(plugin string, timeout time.Duration) Option {
 			r.pluginTimeouts = map[string]time.Duration{}
 		}
 		r.pluginTimeouts[plugin] = timeout
+		return nil
+	}
+}
+
+// WithPluginSyncTimeout sets how long a plugin's Synchronize may take, all
+// its messages together, for every plugin without one of its own
+// (WithPluginSyncTimeoutFor). It is used as is, however big the node.
+// Without it, a sync may take the registration timeout, or the plugin's
+// request timeout if that is longer, plus 1ms for each pod and container
+// sent: the joining plugin gets the whole node in that one request, and a
+// Go-stub plugin was measured taking a tenth of that per object. Upstream
+// gives Synchronize the request timeout, which resource-policy plugins
+// miss on big nodes, to be dropped, reconnect and miss it again.
+func WithPluginSyncTimeout(timeout time.Duration) Option {
+	return func(r *Adaptation) error {
+		if timeout < time.Millisecond {
+			return fmt.Errorf("sync timeout %v is below 1ms", timeout)
+		}
+		r.syncTimeout = timeout
+		return nil
+	}
+}
+
+// WithPluginSyncTimeoutFor gives one plugin a sync timeout of its own,
+// used as is instead of WithPluginSyncTimeout's or the default one. plugin
+// is its idx-name or its name alone; the idx-name wins. It overrides a
+// pre-installed plugin's runtime drop-in (syncTimeout, beside
+// requestTimeout, see WithPluginRequestTimeout), and leaves the plugin's
+// request timeout alone.
+func WithPluginSyncTimeoutFor(plugin string, timeout time.Duration) Option {
+	return func(r *Adaptation) error {
+		if plugin == "" {
+			return fmt.Errorf("plugin sync timeout: empty plugin name")
+		}
+		if timeout < time.Millisecond {
+			return fmt.Errorf("sync timeout %v of plugin %q is below 1ms", timeout, plugin)
+		}
+		if r.pluginSyncTimeouts == nil {
+			r.pluginSyncTimeouts = map[string]time.Duration{}
+		}
+		r.pluginSyncTimeouts[plugin] = timeout
 		return nil
 	}
 }

@@ -214,6 +214,36 @@ static void plugin_request_timeout_needs_a_name_and_a_time(void **state)
     assert_ok(nri_adaptation_stop(f->a, &err), &err);
 }
 
+/* Sync timeouts, the adaptation's and one plugin's: refused without
+ * options, at 0 ms and past what the wire carries, and for a plugin
+ * without a name; set, the adaptation runs. */
+static void sync_timeouts_need_a_time_and_a_plugin_a_name(void **state)
+{
+    fixture *f = *state;
+    nri_error *err = NULL;
+    assert_fails(nri_options_set_sync_timeout(NULL, 5000, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "options");
+    assert_fails(nri_options_set_sync_timeout(f->opts, 0, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "sync timeout is 0");
+    assert_fails(nri_options_set_sync_timeout(f->opts, UINT64_MAX, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "sync timeout is out of range");
+    assert_fails(nri_options_set_plugin_sync_timeout(NULL, "10-slow", 5000, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "options");
+    assert_fails(nri_options_set_plugin_sync_timeout(f->opts, NULL, 5000, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "plugin is NULL");
+    assert_fails(nri_options_set_plugin_sync_timeout(f->opts, "", 5000, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "plugin is empty");
+    assert_fails(nri_options_set_plugin_sync_timeout(f->opts, "slow", 0, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "sync timeout of plugin \"slow\" is 0");
+    assert_fails(nri_options_set_plugin_sync_timeout(f->opts, "slow", UINT64_MAX, &err), &err,
+                 NRI_STATUS_INVALID_ARGUMENT, "out of range");
+    assert_ok(nri_options_set_sync_timeout(f->opts, 30000, &err), &err);
+    assert_ok(nri_options_set_plugin_sync_timeout(f->opts, "10-slow", 60000, &err), &err);
+    fixture_new(f);
+    assert_ok(nri_adaptation_start(f->a, &err), &err);
+    assert_ok(nri_adaptation_stop(f->a, &err), &err);
+}
+
 /* Shutdown on stop: refused without options; with it, start and stop work
  * as without (its effect on plugins is tested in the core's Rust tests). */
 static void shutdown_on_stop_is_an_option(void **state)
@@ -534,6 +564,7 @@ int main(void)
         FIXTURE_TEST(plugin_lifecycle_options_are_options),
         FIXTURE_TEST(pod_concurrency_is_an_option),
         FIXTURE_TEST(plugin_request_timeout_needs_a_name_and_a_time),
+        FIXTURE_TEST(sync_timeouts_need_a_time_and_a_plugin_a_name),
         FIXTURE_TEST(a_cancelled_event_returns_at_once),
         FIXTURE_TEST(socket_path_is_where_plugins_connect),
         FIXTURE_TEST(disabled_external_connections_create_no_socket),

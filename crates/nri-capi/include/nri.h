@@ -1428,6 +1428,38 @@ nri_status nri_options_set_plugin_request_timeout(struct nri_options *opts,
                                                   struct nri_error **err);
 
 /**
+ * How long a plugin's Synchronize may take, all its messages together,
+ * in milliseconds, used as is for every plugin without one of its own
+ * (`nri_options_set_plugin_sync_timeout`). Unset, a sync may take the
+ * registration timeout, or the plugin's request timeout if longer, plus
+ * 1 ms per pod and container sent; upstream gives it the request timeout.
+ * `millis` must be at least 1. Not upstream's.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `err` is NULL or writable.
+ */
+nri_status nri_options_set_sync_timeout(struct nri_options *opts,
+                                        uint64_t millis,
+                                        struct nri_error **err);
+
+/**
+ * A sync timeout for one plugin, used as is instead of the adaptation's
+ * (`nri_options_set_sync_timeout`) or the default. `plugin` is its
+ * `idx-name` or its name alone (the `idx-name` wins); it overrides a
+ * pre-installed plugin's runtime drop-in (key `syncTimeout`). `millis`
+ * must be at least 1; setting a plugin again replaces its sync timeout,
+ * and leaves its request timeout alone. Not upstream's.
+ *
+ * # Safety
+ * `opts` comes from `nri_options_new`; `plugin` is a NUL-terminated
+ * string; `err` is NULL or writable.
+ */
+nri_status nri_options_set_plugin_sync_timeout(struct nri_options *opts,
+                                               const char *plugin,
+                                               uint64_t millis,
+                                               struct nri_error **err);
+
+/**
  * Whether `nri_adaptation_stop` first sends every connected plugin the
  * protocol's `Shutdown` request, all at once, waiting at most one request
  * timeout in all, before closing the connections. Off by default, as

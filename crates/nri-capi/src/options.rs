@@ -356,6 +356,55 @@ pub unsafe extern "C" fn nri_options_set_plugin_request_timeout(
     }
 }
 
+/// How long a plugin's Synchronize may take, all its messages together,
+/// in milliseconds, used as is for every plugin without one of its own
+/// (`nri_options_set_plugin_sync_timeout`). Unset, a sync may take the
+/// registration timeout, or the plugin's request timeout if longer, plus
+/// 1 ms per pod and container sent; upstream gives it the request timeout.
+/// `millis` must be at least 1. Not upstream's.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_sync_timeout(
+    opts: *mut nri_options,
+    millis: u64,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    let t = Duration::from_millis(millis);
+    // SAFETY: nri_options_set_sync_timeout's contract: `opts` comes from
+    // nri_options_new, `err` is NULL or writable.
+    unsafe { with_options(opts, err, |o| try_set(o, |o| o.sync_timeout(t))) }
+}
+
+/// A sync timeout for one plugin, used as is instead of the adaptation's
+/// (`nri_options_set_sync_timeout`) or the default. `plugin` is its
+/// `idx-name` or its name alone (the `idx-name` wins); it overrides a
+/// pre-installed plugin's runtime drop-in (key `syncTimeout`). `millis`
+/// must be at least 1; setting a plugin again replaces its sync timeout,
+/// and leaves its request timeout alone. Not upstream's.
+///
+/// # Safety
+/// `opts` comes from `nri_options_new`; `plugin` is a NUL-terminated
+/// string; `err` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn nri_options_set_plugin_sync_timeout(
+    opts: *mut nri_options,
+    plugin: *const c_char,
+    millis: u64,
+    err: *mut *mut nri_error,
+) -> nri_status {
+    let t = Duration::from_millis(millis);
+    // SAFETY: nri_options_set_plugin_sync_timeout's contract: `opts` comes
+    // from nri_options_new, `plugin` is NUL-terminated, `err` is NULL or
+    // writable.
+    unsafe {
+        set_str(opts, "plugin", plugin, err, |o, name| {
+            o.plugin_sync_timeout(name, t)
+        })
+    }
+}
+
 /// Whether `nri_adaptation_stop` first sends every connected plugin the
 /// protocol's `Shutdown` request, all at once, waiting at most one request
 /// timeout in all, before closing the connections. Off by default, as

@@ -14,6 +14,7 @@ use nri_api::*;
 use crate::options::{REGISTRATION_TIMEOUT_MS, REQUEST_TIMEOUT_MS};
 use crate::plugins::host::Host;
 use crate::plugins::plugin::Plugin;
+use crate::plugins::timeouts::PluginTimeouts;
 use crate::sync::joining::Joining;
 use crate::threads::runtime::NextStop;
 use crate::{sync, DeprecationRecorder, Error, Metrics, SyncFn, UpdateFn};
@@ -29,12 +30,15 @@ pub(crate) struct Core {
     pub(crate) deprecation: Option<Arc<dyn DeprecationRecorder>>,
     pub(crate) registration_timeout: Option<Duration>,
     pub(crate) request_timeout: Option<Duration>,
+    /// [`Options::sync_timeout`](crate::Options::sync_timeout), if set.
+    pub(crate) sync_timeout: Option<Duration>,
     pub(crate) event_timeout: Option<Duration>,
     /// Whether stop sends plugins `Shutdown` first ([`Options::shutdown_on_stop`](crate::Options::shutdown_on_stop)).
     pub(crate) shutdown_on_stop: bool,
-    /// Request timeouts of single plugins, by `idx-name` or name
-    /// ([`Options::plugin_request_timeout`](crate::Options::plugin_request_timeout)).
-    pub(crate) plugin_request_timeouts: std::collections::HashMap<String, Duration>,
+    /// Timeouts of single plugins, by `idx-name` or name
+    /// ([`Options::plugin_request_timeout`](crate::Options::plugin_request_timeout),
+    /// [`Options::plugin_sync_timeout`](crate::Options::plugin_sync_timeout)).
+    pub(crate) plugin_timeouts: std::collections::HashMap<String, PluginTimeouts>,
     /// Whether a plugin replaces a connected one of its `idx-name`
     /// ([`Options::plugin_handover`](crate::Options::plugin_handover)).
     pub(crate) plugin_handover: bool,
@@ -469,9 +473,13 @@ impl Host for Core {
         Core::request_timeout(self)
     }
 
-    fn plugin_request_timeout(&self, name: &str, base: &str) -> Option<Duration> {
-        let timeouts = &self.plugin_request_timeouts;
-        timeouts.get(name).or_else(|| timeouts.get(base)).copied()
+    fn sync_timeout(&self) -> Option<Duration> {
+        self.sync_timeout
+    }
+
+    fn plugin_timeouts(&self, name: &str, base: &str) -> PluginTimeouts {
+        let of = |key: &str| self.plugin_timeouts.get(key).copied().unwrap_or_default();
+        of(name).or(of(base))
     }
 
     fn metrics(&self) -> &dyn Metrics {

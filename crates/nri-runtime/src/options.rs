@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use nri_api::*;
 
+use crate::plugins::timeouts::PluginTimeouts;
 use crate::{BuiltinPlugin, DeprecationRecorder, Metrics};
 
 /// Where pre-installed plugins are looked for.
@@ -98,6 +99,18 @@ impl From<OptionError> for crate::Error {
     }
 }
 
+/// Why `t` cannot be a plugin's timeout, if it cannot: no request could
+/// succeed within 0, and ttrpc sends timeouts as i64 nanoseconds.
+fn timeout_refusal(t: Duration) -> Option<&'static str> {
+    if t.is_zero() {
+        Some("is 0")
+    } else if t.as_nanos() > i64::MAX as u128 {
+        Some("is out of range")
+    } else {
+        None
+    }
+}
+
 /// Options of an [`Adaptation`](crate::Adaptation), with upstream's defaults.
 ///
 /// A setter whose value can be invalid returns a `Result` and refuses the
@@ -112,11 +125,12 @@ pub struct Options {
     pub(crate) deprecation: Option<Arc<dyn DeprecationRecorder>>,
     pub(crate) registration_timeout: Option<Duration>,
     pub(crate) request_timeout: Option<Duration>,
+    pub(crate) sync_timeout: Option<Duration>,
     pub(crate) event_timeout: Option<Duration>,
     pub(crate) shutdown_on_stop: bool,
     pub(crate) guard_pods: bool,
     pub(crate) activate_within_sync: bool,
-    pub(crate) plugin_request_timeouts: std::collections::HashMap<String, Duration>,
+    pub(crate) plugin_timeouts: std::collections::HashMap<String, PluginTimeouts>,
     pub(crate) plugin_handover: bool,
     pub(crate) pod_concurrency: bool,
     pub(crate) concurrent_plugins: std::collections::HashSet<String>,
@@ -145,11 +159,12 @@ impl Default for Options {
             deprecation: None,
             registration_timeout: None,
             request_timeout: None,
+            sync_timeout: None,
             event_timeout: None,
             shutdown_on_stop: false,
             guard_pods: false,
             activate_within_sync: false,
-            plugin_request_timeouts: Default::default(),
+            plugin_timeouts: Default::default(),
             plugin_handover: false,
             pod_concurrency: false,
             concurrent_plugins: Default::default(),
@@ -309,7 +324,10 @@ impl Options {
         self
     }
     /// A request timeout for one plugin, instead of the adaptation's, for
-    /// every request to it (Configure, Synchronize, events, validation).
+    /// every request to it (Configure, events, validation) but
+    /// Synchronize, whose default deadline starts from it when it is
+    /// longer than the registration timeout (see
+    /// [`sync_timeout`](Self::sync_timeout)).
     /// `plugin` is its `idx-name` or its name alone; the `idx-name` wins.
     /// The plugin is told it in Configure, as it is told the adaptation's.
     /// This overrides a pre-installed plugin's runtime drop-in
@@ -324,26 +342,72 @@ impl Options {
     /// and a `t` the wire cannot carry (it sends timeouts as i64
     /// nanoseconds).
     pub fn plugin_request_timeout(
-        mut self,
+        self,
         plugin: impl Into<String>,
         t: Duration,
     ) -> Result<Self, OptionError> {
-        let plugin = plugin.into();
+        self.set_plugin_timeout(plugin.into(), "request", t, |p| &mut p.request)
+    }
+    /// How long a Synchronize may take, all its messages together, for
+    /// every plugin without a sync timeout of its own
+    /// ([`plugin_sync_timeout`](Self::plugin_sync_timeout)), as is,
+    /// whatever the node holds.
+    ///
+    /// Unset, a sync may take the registration timeout, or the plugin's
+    /// request timeout if that is longer, plus a millisecond for each pod
+    /// and container in the state sent. The joining plugin carries the
+    /// whole node in that one request; upstream gives it one request
+    /// timeout (2 s by default), which resource-policy plugins miss on
+    /// big nodes, to be dropped, reconnect, and miss it again. The
+    /// millisecond is over ten times what an upstream Go-stub plugin was
+    /// measured to take per object here (docs/PERFORMANCE.md: 10,000
+    /// containers in 5,000 pods in 0.88 s on 2 cores), so a plugin doing
+    /// real work per object fits too. A plugin can tell only by timing.
+    /// The option is nri-rs's; so is the default, where upstream's is the
+    /// request timeout.
+    ///
+    /// Refused: a zero `t` (no sync could succeed), and a `t` the wire
+    /// cannot carry (ttrpc sends timeouts as i64 nanoseconds).
+    pub fn sync_timeout(mut self, t: Duration) -> Result<Self, OptionError> {
+        if let Some(why) = timeout_refusal(t) {
+            return Err(OptionError::new(self, format!("sync timeout {why}")));
+        }
+        self.sync_timeout = Some(t);
+        Ok(self)
+    }
+    /// A sync timeout for one plugin, instead of the adaptation's or the
+    /// default one (see [`sync_timeout`](Self::sync_timeout)), used as is.
+    /// `plugin` is its `idx-name` or its name alone; the `idx-name` wins.
+    /// This overrides a pre-installed plugin's runtime drop-in
+    /// (`syncTimeout`), as [`plugin_request_timeout`](Self::plugin_request_timeout)
+    /// does `requestTimeout`, and is refused as that one is. Not
+    /// upstream's: a runtime opts in.
+    pub fn plugin_sync_timeout(
+        self,
+        plugin: impl Into<String>,
+        t: Duration,
+    ) -> Result<Self, OptionError> {
+        self.set_plugin_timeout(plugin.into(), "sync", t, |p| &mut p.sync)
+    }
+
+    /// Sets one of `plugin`'s timeouts, the `what` timeout that `field`
+    /// picks, or refuses it.
+    fn set_plugin_timeout(
+        mut self,
+        plugin: String,
+        what: &str,
+        t: Duration,
+        field: fn(&mut PluginTimeouts) -> &mut Option<Duration>,
+    ) -> Result<Self, OptionError> {
         let refused = if plugin.is_empty() {
             Some("plugin is empty".to_string())
-        } else if t.is_zero() {
-            Some(format!("request timeout of plugin {plugin:?} is 0"))
-        } else if t.as_nanos() > i64::MAX as u128 {
-            Some(format!(
-                "request timeout of plugin {plugin:?} is out of range"
-            ))
         } else {
-            None
+            timeout_refusal(t).map(|why| format!("{what} timeout of plugin {plugin:?} {why}"))
         };
         if let Some(message) = refused {
             return Err(OptionError::new(self, message));
         }
-        self.plugin_request_timeouts.insert(plugin, t);
+        *field(self.plugin_timeouts.entry(plugin).or_default()) = Some(t);
         Ok(self)
     }
     /// A time budget for each whole event: every plugin call gets the
@@ -599,8 +663,66 @@ mod tests {
             .unwrap()
             .plugin_request_timeout("fast", Duration::from_nanos(1))
             .unwrap();
-        assert_eq!(o.plugin_request_timeouts["10-slow"], longest);
-        assert_eq!(o.plugin_request_timeouts["fast"], Duration::from_nanos(1));
+        assert_eq!(o.plugin_timeouts["10-slow"].request, Some(longest));
+        assert_eq!(
+            o.plugin_timeouts["fast"].request,
+            Some(Duration::from_nanos(1))
+        );
+    }
+
+    #[test]
+    fn a_sync_timeout_needs_a_time_the_wire_carries() {
+        let longest = Duration::from_nanos(i64::MAX as u64);
+        assert_eq!(
+            refusal(|o| o.sync_timeout(Duration::ZERO)),
+            "sync timeout is 0"
+        );
+        assert_eq!(
+            refusal(|o| o.sync_timeout(longest + Duration::from_nanos(1))),
+            "sync timeout is out of range"
+        );
+        // What the C ABI passes for UINT64_MAX milliseconds.
+        assert_eq!(
+            refusal(|o| o.sync_timeout(Duration::from_millis(u64::MAX))),
+            "sync timeout is out of range"
+        );
+        let o = Options::default().sync_timeout(longest).unwrap();
+        assert_eq!(o.sync_timeout, Some(longest));
+        let o = refused(o.sync_timeout(Duration::ZERO)).into_options();
+        assert_eq!(o.sync_timeout, Some(longest), "a refusal keeps the last");
+    }
+
+    #[test]
+    fn a_plugin_sync_timeout_needs_a_name_and_a_time_the_wire_carries() {
+        let secs = Duration::from_secs(1);
+        assert_eq!(
+            refusal(|o| o.plugin_sync_timeout("", secs)),
+            "plugin is empty"
+        );
+        assert_eq!(
+            refusal(|o| o.plugin_sync_timeout("slow", Duration::ZERO)),
+            "sync timeout of plugin \"slow\" is 0"
+        );
+        assert_eq!(
+            refusal(|o| o.plugin_sync_timeout("slow", Duration::from_millis(u64::MAX))),
+            "sync timeout of plugin \"slow\" is out of range"
+        );
+        // Both timeouts of one plugin, set apart, are kept together.
+        let o = Options::default()
+            .plugin_request_timeout("10-slow", secs)
+            .unwrap()
+            .plugin_sync_timeout("10-slow", 3 * secs)
+            .unwrap()
+            .plugin_sync_timeout("fast", secs)
+            .unwrap();
+        assert_eq!(
+            o.plugin_timeouts["10-slow"],
+            PluginTimeouts {
+                request: Some(secs),
+                sync: Some(3 * secs)
+            }
+        );
+        assert_eq!(o.plugin_timeouts["fast"].request, None);
     }
 
     struct NoHandlers;

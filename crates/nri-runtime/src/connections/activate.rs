@@ -29,7 +29,7 @@ pub(crate) async fn start_plugins(
             Origin::Builtin,
             None,
             String::new(),
-            None,
+            Default::default(),
             Transport::Builtin(b.handlers.clone()),
             core.clone(),
         ));
@@ -124,7 +124,7 @@ async fn load_wasm(core: &Arc<Core>, d: &launch::Discovered) -> Result<Arc<Plugi
         Origin::Wasm,
         None,
         d.config.clone(),
-        d.runtime.request_timeout,
+        d.runtime.timeouts,
         Transport::Wasm(module),
         core.clone(),
     ));

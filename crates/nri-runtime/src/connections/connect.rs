@@ -19,6 +19,7 @@ use crate::plugins::client::PluginConn;
 use crate::plugins::identity::PeerIdentity;
 use crate::plugins::names::NameClaim;
 use crate::plugins::plugin::{Origin, Plugin, Transport};
+use crate::plugins::timeouts::PluginTimeouts;
 use crate::{Core, Error};
 use nri_api as api;
 use nri_api::mux::{self, Mux};
@@ -58,7 +59,7 @@ pub(crate) struct Launched {
     pub(crate) base: String,
     pub(crate) config: String,
     /// From the runtime's drop-in for it.
-    pub(crate) request_timeout: Option<std::time::Duration>,
+    pub(crate) timeouts: PluginTimeouts,
     pub(crate) child: Child,
 }
 
@@ -306,15 +307,16 @@ pub(crate) async fn connect(
         mux.set_receive_limits(mux::ReceiveLimits::default());
         mux.leave_budget();
     }
-    let (base, idx, config, dropin_timeout, child, claim) = match (registration, launched) {
-        (Ok((name, idx, claim)), None) => (name, idx, String::new(), None, None, claim),
+    let (base, idx, config, dropin, child, claim) = match (registration, launched) {
+        (Ok((name, idx, claim)), None) => {
+            (name, idx, String::new(), Default::default(), None, claim)
+        }
         (Ok(_), Some(l)) => {
             let claim = core.identities.as_ref().map(|_| {
                 let who = format!("pre-connected:{}-{}[{}]", l.idx, l.base, l.child.pid());
                 core.names.hold(&l.base, &l.idx, who, identity.clone())
             });
-            let (config, timeout) = (l.config, l.request_timeout);
-            (l.base, l.idx, config, timeout, Some(l.child), claim)
+            (l.base, l.idx, l.config, l.timeouts, Some(l.child), claim)
         }
         (Err(reason), launched) => {
             // Let a rejected plugin read why before the connection goes;
@@ -334,7 +336,7 @@ pub(crate) async fn connect(
         origin,
         identity,
         config,
-        dropin_timeout,
+        dropin,
         Transport::Ttrpc {
             client,
             mux: mux.clone(),

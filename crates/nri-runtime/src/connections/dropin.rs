@@ -6,6 +6,9 @@
 //!
 //! * `requestTimeout`: the plugin's request timeout, a Go duration
 //!   (`"5s"`, `"1m30s"`, `"250ms"`), instead of the adaptation's.
+//! * `syncTimeout`: how long the plugin's Synchronize may take, a Go
+//!   duration, as is, instead of the adaptation's sync timeout or the
+//!   default that grows with the node's pods and containers.
 //!
 //! Unknown keys and bad values are errors that name the file and the key:
 //! a misspelled timeout must not quietly be the global one.
@@ -15,18 +18,20 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::plugins::timeouts::PluginTimeouts;
 use crate::Error;
 
 /// What a runtime drop-in sets.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct RuntimeDropin {
-    pub(crate) request_timeout: Option<Duration>,
+    pub(crate) timeouts: PluginTimeouts,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Keys {
     request_timeout: Option<String>,
+    sync_timeout: Option<String>,
 }
 
 /// Reads the runtime drop-in of plugin `<idx>-<base>`, if there is one.
@@ -50,21 +55,28 @@ fn parse(text: &str) -> Result<RuntimeDropin, String> {
     if let Some(key) = unknown.first() {
         return Err(format!("unknown key {key:?}"));
     }
-    let request_timeout = keys
-        .request_timeout
-        .map(|v| {
-            parse_go_duration(&v)
-                .and_then(|d| {
-                    if d < Duration::from_millis(1) {
-                        Err("below 1ms".to_string())
-                    } else {
-                        Ok(d)
-                    }
-                })
-                .map_err(|e| format!("requestTimeout {v:?}: {e}"))
+    Ok(RuntimeDropin {
+        timeouts: PluginTimeouts {
+            request: timeout("requestTimeout", keys.request_timeout)?,
+            sync: timeout("syncTimeout", keys.sync_timeout)?,
+        },
+    })
+}
+
+/// The timeout under `key`, if given: a Go duration of 1ms or more.
+fn timeout(key: &str, value: Option<String>) -> Result<Option<Duration>, String> {
+    let Some(v) = value else {
+        return Ok(None);
+    };
+    parse_go_duration(&v)
+        .and_then(|d| {
+            if d < Duration::from_millis(1) {
+                Err("below 1ms".to_string())
+            } else {
+                Ok(Some(d))
+            }
         })
-        .transpose()?;
-    Ok(RuntimeDropin { request_timeout })
+        .map_err(|e| format!("{key} {v:?}: {e}"))
 }
 
 /// A duration in Go's `time.ParseDuration` syntax, non-negative: decimal
@@ -169,7 +181,7 @@ mod tests {
     #[test]
     fn a_drop_in_sets_the_request_timeout_and_refuses_what_it_does_not_know() {
         assert_eq!(
-            parse("requestTimeout: 3s\n").unwrap().request_timeout,
+            parse("requestTimeout: 3s\n").unwrap().timeouts.request,
             Some(Duration::from_secs(3))
         );
         assert_eq!(parse("").unwrap(), RuntimeDropin::default());
@@ -182,6 +194,38 @@ mod tests {
         );
         let unitless = parse("requestTimeout: 5\n").unwrap_err();
         assert!(unitless.contains("missing unit"), "{unitless}");
+    }
+
+    #[test]
+    fn a_drop_in_sets_the_sync_timeout_as_it_sets_the_request_timeout() {
+        let both = parse("requestTimeout: 3s\nsyncTimeout: 1m30s\n").unwrap();
+        assert_eq!(
+            both.timeouts,
+            PluginTimeouts {
+                request: Some(Duration::from_secs(3)),
+                sync: Some(Duration::from_secs(90)),
+            }
+        );
+        let alone = parse("syncTimeout: 250ms\n").unwrap().timeouts;
+        assert_eq!(
+            (alone.request, alone.sync),
+            (None, Some(Duration::from_millis(250)))
+        );
+        for (text, why) in [
+            ("syncTimeout: 0s\n", "below 1ms"),
+            ("syncTimeout: 999us\n", "below 1ms"),
+            ("syncTimeout: 5\n", "missing unit"),
+            ("syncTimeout: -1s\n", "not a non-negative duration"),
+            ("syncTimeout: 300y\n", "unknown unit"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(
+                e.starts_with("syncTimeout ") && e.contains(why),
+                "{text}: {e}"
+            );
+        }
+        let typo = parse("syncTimout: 3s\n").unwrap_err();
+        assert!(typo.contains("syncTimout"), "{typo}");
     }
 
     #[test]
@@ -200,7 +244,7 @@ mod tests {
         std::fs::write(dir.path().join("fast.runtime.yaml"), "requestTimeout: 2s\n").unwrap();
         let d = read(dir.path(), "20", "fast").unwrap();
         assert_eq!(
-            d.request_timeout,
+            d.timeouts.request,
             Some(Duration::from_secs(2)),
             "the name-only file"
         );

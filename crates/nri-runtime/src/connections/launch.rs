@@ -128,7 +128,7 @@ pub(crate) fn launch(d: &Discovered) -> Result<(tokio::net::UnixStream, Launched
             idx: d.idx.clone(),
             base: d.base.clone(),
             config: d.config.clone(),
-            request_timeout: d.runtime.request_timeout,
+            timeouts: d.runtime.timeouts,
             child,
         },
     ))

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
+use super::timeouts::PluginTimeouts;
 use crate::{DeprecationRecorder, Metrics};
 
 pub(crate) trait Host: Send + Sync {
@@ -14,14 +15,17 @@ pub(crate) trait Host: Send + Sync {
     fn runtime_version(&self) -> &str;
     fn nri_version(&self) -> &str;
 
-    /// The adaptation's timeouts (a plugin's own request timeout, if it
-    /// has one, comes from [`Host::plugin_request_timeout`]).
+    /// The adaptation's timeouts (a plugin's own, if it has any, come
+    /// from [`Host::plugin_timeouts`]).
     fn registration_timeout(&self) -> Duration;
     fn request_timeout(&self) -> Duration;
+    /// The sync timeout the runtime set, if it did (else each sync gets
+    /// the default deadline, [`default_sync_timeout`](super::timeouts::default_sync_timeout)).
+    fn sync_timeout(&self) -> Option<Duration>;
 
-    /// The runtime's setting for one plugin's request timeout, by its
+    /// The runtime's settings for one plugin's timeouts, each by its
     /// `idx-name` or else its name.
-    fn plugin_request_timeout(&self, name: &str, base: &str) -> Option<Duration>;
+    fn plugin_timeouts(&self, name: &str, base: &str) -> PluginTimeouts;
 
     fn metrics(&self) -> &dyn Metrics;
     fn deprecation(&self) -> Option<&dyn DeprecationRecorder>;

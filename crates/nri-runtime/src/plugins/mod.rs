@@ -13,4 +13,5 @@ pub(crate) mod identity;
 pub(crate) mod names;
 pub(crate) mod plugin;
 pub(crate) mod request;
+pub(crate) mod timeouts;
 pub(crate) mod wasm;

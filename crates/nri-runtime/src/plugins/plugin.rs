@@ -19,6 +19,7 @@ use crate::plugins::host::Host;
 use crate::plugins::identity::PeerIdentity;
 use crate::plugins::names::NameClaim;
 use crate::plugins::request::{Call, Encoding, Request};
+use crate::plugins::timeouts::{default_sync_timeout, PluginTimeouts};
 use crate::plugins::wasm::{self, WasmPlugin};
 use crate::{Deprecation, Error};
 use nri_api::mux::Mux;
@@ -68,9 +69,9 @@ pub(crate) struct Plugin {
     name_claim: Mutex<Option<NameClaim>>,
     /// Drop-in configuration handed over in Configure.
     pub(crate) config: String,
-    /// This plugin's request timeout, if not the adaptation's: the
-    /// runtime's per-plugin setting, else its runtime drop-in's.
-    request_timeout: Option<Duration>,
+    /// This plugin's own timeouts, where not the adaptation's: the
+    /// runtime's per-plugin settings, else its runtime drop-in's.
+    timeouts: PluginTimeouts,
     pub(crate) transport: Transport,
     events: AtomicI32,
     /// The plugin's failure policy, from Configure (unset: both false).
@@ -96,12 +97,12 @@ impl Plugin {
         origin: Origin,
         identity: Option<PeerIdentity>,
         config: String,
-        dropin_timeout: Option<Duration>,
+        dropin: PluginTimeouts,
         transport: Transport,
         host: Arc<dyn Host>,
     ) -> Plugin {
         let name = format!("{idx}-{base}");
-        let request_timeout = host.plugin_request_timeout(&name, &base).or(dropin_timeout);
+        let timeouts = host.plugin_timeouts(&name, &base).or(dropin);
         // Builtin plugins are the runtime's own code, called at once.
         let in_hand = host
             .requests_at_once(&name, &base)
@@ -109,7 +110,7 @@ impl Plugin {
             .map(tokio::sync::Semaphore::new);
         Plugin {
             name,
-            request_timeout,
+            timeouts,
             base,
             idx,
             origin,
@@ -159,8 +160,26 @@ impl Plugin {
     /// How long a request to this plugin may take: its own timeout if it
     /// has one, else the adaptation's.
     pub(crate) fn request_timeout(&self) -> Duration {
-        self.request_timeout
+        self.timeouts
+            .request
             .unwrap_or_else(|| self.host.request_timeout())
+    }
+
+    /// How long a Synchronize carrying `objects` pods and containers may
+    /// take, all its messages together: the sync timeout set for this
+    /// plugin, else the adaptation's, each as is; else the default, which
+    /// grows with `objects` ([`default_sync_timeout`]).
+    pub(crate) fn sync_timeout(&self, objects: usize) -> Duration {
+        self.timeouts
+            .sync
+            .or_else(|| self.host.sync_timeout())
+            .unwrap_or_else(|| {
+                default_sync_timeout(
+                    self.host.registration_timeout(),
+                    self.request_timeout(),
+                    objects,
+                )
+            })
     }
 
     pub(crate) fn events(&self) -> EventMask {

@@ -266,14 +266,17 @@ impl From<SyncError> for Error {
 /// Everything goes in one message if it fits; otherwise in chunks whose
 /// size shrinks as upstream's do ([`Plan`]). Each message is made while
 /// the plugin reads the one before, so at most two exist at a time. One
-/// deadline, the plugin's request timeout, covers all messages.
+/// deadline, the plugin's sync timeout for the objects sent
+/// ([`Plugin::sync_timeout`]), covers all messages.
 pub(crate) async fn synchronize(
     plugin: &Plugin,
     state: &dyn StateSource,
     recorder: Option<&dyn SyncRecorder>,
     joining: Option<&Joining>,
 ) -> Result<Vec<ContainerUpdate>, SyncError> {
-    let deadline = tokio::time::Instant::now() + plugin.request_timeout();
+    let (pods, ctrs) = state.counts();
+    let timeout = plugin.sync_timeout(pods.saturating_add(ctrs));
+    let deadline = tokio::time::Instant::now() + timeout;
     let mut plan = Plan::new(state, plugin.message_limit());
     let mut chunk = plan.next().map_err(SyncError::Plugin)?;
     let mut msg = chunk.encode(state).map_err(SyncError::State)?;
