@@ -355,26 +355,35 @@ go_test_binary() {
 run_tests "$bin/nri.test" "$TESTS"
 subtests=$(grep -cE '^\s+--- (PASS|FAIL|SKIP): ' "$W/tests.log" || true)
 
-# Each test daemon that started NRI logged which one it runs.
+# Each test daemon enabled NRI, at start or (TestNRIReload) on a reload,
+# and so created a runtime interface: the nri-rs flavour's must each have
+# said so with nri-rs's line, the stock ones never.
+mapfile -t daemon_logs < <(find "$W/dest" -name docker.log | sort)
 nri_daemons=0
 nri_rs_daemons=0
-while IFS= read -r f; do
-    grep -q 'Starting NRI' "$f" || continue
-    nri_daemons=$((nri_daemons + 1))
-    if grep -q 'runtime interface created (nri-rs ' "$f"; then nri_rs_daemons=$((nri_rs_daemons + 1)); fi
-done < <(find "$W/dest" -name docker.log)
-log "$nri_daemons test daemons started NRI, $nri_rs_daemons of them nri-rs"
-if [ "$nri_daemons" = 0 ]; then
-    log "no test daemon started NRI"
+for f in "${daemon_logs[@]}"; do
+    grep -q 'runtime interface created' "$f" && nri_daemons=$((nri_daemons + 1))
+    grep -q 'runtime interface created (nri-rs ' "$f" && nri_rs_daemons=$((nri_rs_daemons + 1))
+done
+log "${#daemon_logs[@]} test daemons, $nri_daemons created a runtime interface, $nri_rs_daemons of them nri-rs's"
+if [ "$nri_daemons" = 0 ] || [ "$nri_daemons" != "${#daemon_logs[@]}" ]; then
+    log "not every test daemon created a runtime interface"
     FAILED=$((FAILED + 1))
 elif [ "$(flavor)" = nri-rs ] && [ "$nri_rs_daemons" != "$nri_daemons" ]; then
-    log "only $nri_rs_daemons of the $nri_daemons test daemons that started NRI logged nri-rs's start-up line"
+    log "only $nri_rs_daemons of the $nri_daemons test daemons logged nri-rs's start-up line"
     FAILED=$((FAILED + 1))
 elif [ "$(flavor)" = stock ] && [ "$nri_rs_daemons" != 0 ]; then
     log "$nri_rs_daemons stock test daemons logged nri-rs's start-up line"
     FAILED=$((FAILED + 1))
 fi
 [ "$FAILED" = 0 ] || E2E_KEEP=1
+# Logs kept: the test daemons' too, beside the others (the teardown keeps
+# the scratch directory's top-level *.log).
+if [ "${E2E_KEEP:-0}" = 1 ]; then
+    for f in "${daemon_logs[@]}"; do
+        cp "$f" "$W/dockerd-$(basename "$(dirname "$(dirname "$f")")")-$(basename "$(dirname "$f")").log"
+    done
+fi
 e2e_secs=$(($(date +%s) - te))
 
 what=$(label "moby $MOBY_VERSION" "$nri_version")
