@@ -15,11 +15,11 @@
 #    files of the vendored github.com/containerd/nri/pkg/adaptation by
 #    go/adaptation's (cached in build/e2e/bin, keyed by version and inputs);
 # 3. runs moby's unit tests of daemon/internal/nri;
-# 4. starts what moby's integration framework expects to find, everything
-#    but one socket in a scratch directory: containerd (the containerd e2e's
-#    build, CRI and NRI off; runc $RUNC_VERSION, built here) on the socket
-#    moby's test daemons dial, and a
-#    "main" dockerd of the flavour, NRI on, holding the frozen images
+# 4. starts what moby's integration framework expects to find, all of it
+#    in a scratch directory but containerd's socket (the fixed path moby's
+#    test daemons dial) and the docker0 bridge: containerd (the containerd
+#    e2e's build, CRI and NRI off) with runc $RUNC_VERSION (built here), and
+#    a "main" dockerd of the flavour, NRI on, holding the frozen images
 #    (busybox built offline, under every name the framework checks);
 # 5. runs integration/daemon/nri, whose tests start dockerd daemons of their
 #    own (the flavour's, from PATH) with NRI enabled and stub plugins in the
@@ -27,7 +27,8 @@
 # 6. tears everything down (also on failure or interrupt).
 #
 # Needs root, Go, cargo, gcc, curl and the Debian packages libseccomp-dev,
-# pkg-config, busybox-static, libc6-dev, iproute2, procps.
+# pkg-config, busybox-static, libc6-dev, iproute2, procps (not installed by
+# .ci/run: CI does not run this; docs/INTEGRATION.md says why).
 
 # Before lib.sh gives E2E_STOCK its default: was a flavour asked for?
 E2E_MOBY_ONE_FLAVOUR=${E2E_STOCK:+1}
