@@ -107,7 +107,10 @@ on_exit_do() {
 
 e2e_exit() {
     local rc=$? i
-    trap - EXIT INT TERM
+    # A second Ctrl-C or kill while the cleanups run would stop them
+    # halfway, leaving daemons frozen, links and mounts behind: ignored.
+    trap - EXIT
+    trap '' INT TERM HUP
     set +e
     for ((i = ${#E2E_CLEANUPS[@]} - 1; i >= 0; i--)); do
         eval "${E2E_CLEANUPS[$i]}"
