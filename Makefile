@@ -54,7 +54,7 @@ BENCH_PLUGIN = $(CARGO) rustc --profile plugin -p nri-test-tools --bin nri-bench
 BENCH_RUST_PLUGIN = $(TARGET_DIR)/plugin/nri-bench-plugin
 
 LINT_PHONY := lint lint-rust lint-go lint-sh lint-docs lint-deny
-.PHONY: $(LINT_PHONY) size test-size fuzz fuzz-corpus provenance pkgconfig install test-install all build demo demo-go example test test-rust test-go test-c conformance upstream-check e2e e2e-containerd e2e-crio bench bench-run soak soak-run header check-header fmt clean
+.PHONY: $(LINT_PHONY) size test-size fuzz fuzz-corpus provenance pkgconfig install test-install all build demo demo-go example test test-rust test-go test-c conformance upstream-check e2e e2e-containerd e2e-crio e2e-moby bench bench-run soak soak-run header check-header fmt clean
 
 all: build
 
@@ -314,6 +314,12 @@ e2e-containerd:
 
 e2e-crio:
 	E2E_STOCK=$(E2E_STOCK) tests/e2e/crio.sh
+
+## e2e-moby: Docker Engine (moby) built with nri-rs, running moby's NRI unit
+## and integration tests; both flavours, stock dockerd first, unless
+## E2E_STOCK is given (root; docs/INTEGRATION.md). Not part of `make test`.
+e2e-moby:
+	$(if $(filter command line environment,$(origin E2E_STOCK)),E2E_STOCK=$(E2E_STOCK)) tests/e2e/moby.sh
 
 ## bench: upstream Go NRI and nri-rs side by side (go/tests/bench): writes
 ## docs/performance.json, docs/PERFORMANCE.md and docs/performance.png. Takes
