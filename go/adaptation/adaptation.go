@@ -534,7 +534,7 @@ func validatorConfigJSON(cfg *validator.DefaultValidatorConfig, perms []PluginPe
 // Start runs the builtin plugins and those in the plugin path, then listens
 // for external plugins unless WithDisabledExternalConnections was given.
 func (r *Adaptation) Start() error {
-	log.Infof(noCtx, "runtime interface starting up...")
+	// The core logs "runtime interface starting up...", as upstream does.
 	var cerr *C.nri_error
 	raceIOSync()
 	err := takeError(C.nri_adaptation_start(r.core, &cerr), cerr)
@@ -546,7 +546,7 @@ func (r *Adaptation) Start() error {
 // Stop waits for an event under way to finish, stops listening and
 // disconnects every plugin.
 func (r *Adaptation) Stop() {
-	log.Infof(noCtx, "runtime interface shutting down...")
+	// The core logs "runtime interface shutting down...", as upstream does.
 	var cerr *C.nri_error
 	raceIOSync()
 	defer raceIOSync()
