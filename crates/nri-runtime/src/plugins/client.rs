@@ -93,16 +93,21 @@ impl PluginConn {
         timeout: Duration,
     ) -> ttrpc::Result<Vec<u8>> {
         let timeout_nano = ttrpc::context::with_duration(timeout).timeout_nano;
-        let stream = self.shared.next_stream.fetch_add(2, Ordering::Relaxed);
-        let message = encode_request(stream, PLUGIN_SERVICE, method, payload, timeout_nano)?;
         let (tx, rx) = oneshot::channel();
-        let waiting = self.shared.wait_for(stream, tx)?;
-        {
+        let waiting = {
             let mut w = self.shared.writer.lock().await;
+            // Go's ttrpc server refuses a stream id lower than one it saw
+            // ("StreamID cannot be re-used and must increment"): with
+            // requests of several pods at once, the id is taken in the
+            // order the requests are written.
+            let stream = self.shared.next_stream.fetch_add(2, Ordering::Relaxed);
+            let message = encode_request(stream, PLUGIN_SERVICE, method, payload, timeout_nano)?;
+            let waiting = self.shared.wait_for(stream, tx)?;
             w.write_all(&message)
                 .await
                 .map_err(|e| ttrpc::Error::Socket(e.to_string()))?;
-        }
+            waiting
+        };
         // The reader took the entry out before answering; a sender dropped
         // unanswered means the connection went.
         let reply = rx.await.map_err(|_| ttrpc::Error::LocalClosed)?;
