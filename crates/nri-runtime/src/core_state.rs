@@ -502,12 +502,13 @@ impl Host for Core {
         Core::note_closed(self);
     }
 
-    fn requests_at_once(&self, name: &str, base: &str) -> Option<usize> {
+    fn requests_at_once(&self, name: &str, base: &str, says: bool) -> Option<usize> {
         if !self.events.by_pod() {
             return None;
         }
-        let concurrent =
-            self.concurrent_plugins.contains(name) || self.concurrent_plugins.contains(base);
+        let concurrent = says
+            || self.concurrent_plugins.contains(name)
+            || self.concurrent_plugins.contains(base);
         Some(if concurrent { MAX_REQUESTS_AT_ONCE } else { 1 })
     }
 }

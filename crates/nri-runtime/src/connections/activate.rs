@@ -30,6 +30,7 @@ pub(crate) async fn start_plugins(
             None,
             String::new(),
             Default::default(),
+            false,
             Transport::Builtin(b.handlers.clone()),
             core.clone(),
         ));
@@ -125,6 +126,7 @@ async fn load_wasm(core: &Arc<Core>, d: &launch::Discovered) -> Result<Arc<Plugi
         None,
         d.config.clone(),
         d.runtime.timeouts,
+        d.runtime.concurrent_requests,
         Transport::Wasm(module),
         core.clone(),
     ));

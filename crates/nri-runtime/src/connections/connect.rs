@@ -60,6 +60,7 @@ pub(crate) struct Launched {
     pub(crate) config: String,
     /// From the runtime's drop-in for it.
     pub(crate) timeouts: PluginTimeouts,
+    pub(crate) concurrent_requests: bool,
     pub(crate) child: Child,
 }
 
@@ -307,16 +308,31 @@ pub(crate) async fn connect(
         mux.set_receive_limits(mux::ReceiveLimits::default());
         mux.leave_budget();
     }
-    let (base, idx, config, dropin, child, claim) = match (registration, launched) {
-        (Ok((name, idx, claim)), None) => {
-            (name, idx, String::new(), Default::default(), None, claim)
-        }
+    let (base, idx, config, dropin, concurrent, child, claim) = match (registration, launched) {
+        (Ok((name, idx, claim)), None) => (
+            name,
+            idx,
+            String::new(),
+            Default::default(),
+            false,
+            None,
+            claim,
+        ),
         (Ok(_), Some(l)) => {
             let claim = core.identities.as_ref().map(|_| {
                 let who = format!("pre-connected:{}-{}[{}]", l.idx, l.base, l.child.pid());
                 core.names.hold(&l.base, &l.idx, who, identity.clone())
             });
-            (l.base, l.idx, l.config, l.timeouts, Some(l.child), claim)
+            let concurrent = l.concurrent_requests;
+            (
+                l.base,
+                l.idx,
+                l.config,
+                l.timeouts,
+                concurrent,
+                Some(l.child),
+                claim,
+            )
         }
         (Err(reason), launched) => {
             // Let a rejected plugin read why before the connection goes;
@@ -337,6 +353,7 @@ pub(crate) async fn connect(
         identity,
         config,
         dropin,
+        concurrent,
         Transport::Ttrpc {
             client,
             mux: mux.clone(),

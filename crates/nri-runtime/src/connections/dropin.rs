@@ -9,6 +9,9 @@
 //! * `syncTimeout`: how long the plugin's Synchronize may take, a Go
 //!   duration, as is, instead of the adaptation's sync timeout or the
 //!   default that grows with the node's pods and containers.
+//! * `concurrentRequests`: `true` if the plugin takes requests of
+//!   different pods at once, when the runtime runs them at once
+//!   ([`Options::pod_concurrency`](crate::Options::pod_concurrency)).
 //!
 //! Unknown keys and bad values are errors that name the file and the key:
 //! a misspelled timeout must not quietly be the global one.
@@ -25,6 +28,7 @@ use crate::Error;
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct RuntimeDropin {
     pub(crate) timeouts: PluginTimeouts,
+    pub(crate) concurrent_requests: bool,
 }
 
 #[derive(Deserialize)]
@@ -32,6 +36,7 @@ pub(crate) struct RuntimeDropin {
 struct Keys {
     request_timeout: Option<String>,
     sync_timeout: Option<String>,
+    concurrent_requests: Option<bool>,
 }
 
 /// Reads the runtime drop-in of plugin `<idx>-<base>`, if there is one.
@@ -60,6 +65,7 @@ fn parse(text: &str) -> Result<RuntimeDropin, String> {
             request: timeout("requestTimeout", keys.request_timeout)?,
             sync: timeout("syncTimeout", keys.sync_timeout)?,
         },
+        concurrent_requests: keys.concurrent_requests.unwrap_or(false),
     })
 }
 
@@ -226,6 +232,23 @@ mod tests {
         }
         let typo = parse("syncTimout: 3s\n").unwrap_err();
         assert!(typo.contains("syncTimout"), "{typo}");
+    }
+
+    #[test]
+    fn a_drop_in_says_whether_the_plugin_takes_concurrent_requests() {
+        assert!(
+            parse("concurrentRequests: true\n")
+                .unwrap()
+                .concurrent_requests
+        );
+        assert!(
+            !parse("concurrentRequests: false\n")
+                .unwrap()
+                .concurrent_requests
+        );
+        assert!(!parse("requestTimeout: 3s\n").unwrap().concurrent_requests);
+        let e = parse("concurrentRequests: sometimes\n").unwrap_err();
+        assert!(e.contains("sometimes") || e.contains("bool"), "{e}");
     }
 
     #[test]

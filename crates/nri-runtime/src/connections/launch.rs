@@ -129,6 +129,7 @@ pub(crate) fn launch(d: &Discovered) -> Result<(tokio::net::UnixStream, Launched
             base: d.base.clone(),
             config: d.config.clone(),
             timeouts: d.runtime.timeouts,
+            concurrent_requests: d.runtime.concurrent_requests,
             child,
         },
     ))

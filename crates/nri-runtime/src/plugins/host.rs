@@ -40,6 +40,7 @@ pub(crate) trait Host: Send + Sync {
 
     /// How many requests a plugin may have in hand at once, when events
     /// of different pods run at once (None when events run in turn): one,
-    /// unless it said it takes them concurrently.
-    fn requests_at_once(&self, name: &str, base: &str) -> Option<usize>;
+    /// unless the runtime or the plugin's runtime drop-in (`says`) says it
+    /// takes them concurrently.
+    fn requests_at_once(&self, name: &str, base: &str, says: bool) -> Option<usize>;
 }

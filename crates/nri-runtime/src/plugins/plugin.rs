@@ -98,6 +98,7 @@ impl Plugin {
         identity: Option<PeerIdentity>,
         config: String,
         dropin: PluginTimeouts,
+        dropin_concurrent: bool,
         transport: Transport,
         host: Arc<dyn Host>,
     ) -> Plugin {
@@ -105,7 +106,7 @@ impl Plugin {
         let timeouts = host.plugin_timeouts(&name, &base).or(dropin);
         // Builtin plugins are the runtime's own code, called at once.
         let in_hand = host
-            .requests_at_once(&name, &base)
+            .requests_at_once(&name, &base, dropin_concurrent)
             .filter(|_| !matches!(transport, Transport::Builtin(_)))
             .map(tokio::sync::Semaphore::new);
         Plugin {

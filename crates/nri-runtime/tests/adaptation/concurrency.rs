@@ -11,7 +11,7 @@ use nri_api::*;
 use serde_json::{json, Value};
 
 use crate::common::*;
-use crate::goprocess::GoPlugin;
+use crate::goprocess::{go_plugin, read_log, GoPlugin};
 
 async fn harness(concurrency: bool, concurrent: &[&str]) -> Harness {
     let concurrent: Vec<String> = concurrent.iter().map(|s| s.to_string()).collect();
@@ -104,6 +104,51 @@ async fn a_plugin_that_did_not_opt_in_is_sent_one_request_at_a_time() {
         most_at_once(&together.iter().collect::<Vec<_>>()) > 1,
         "the pods' creations did not overlap"
     );
+}
+
+/// A pre-installed plugin opts in through its runtime drop-in
+/// (`concurrentRequests: true`); its neighbour without one does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pre_installed_plugin_opts_in_through_its_runtime_drop_in() {
+    let h = Harness::start_with(|o| o.pod_concurrency(true), RuntimeState::default()).await;
+    std::fs::create_dir_all(h.plugin_dir()).unwrap();
+    std::fs::create_dir_all(h.config_dir()).unwrap();
+    let mut logs = Vec::new();
+    for (name, dropin) in [
+        ("10-says", Some("concurrentRequests: true\n")),
+        ("20-silent", None),
+    ] {
+        std::os::unix::fs::symlink(go_plugin(), h.plugin_dir().join(name)).unwrap();
+        let log = h.dir.path().join(format!("{name}.jsonl"));
+        let script = script(json!({"delay_ms": {"CreateContainer": 40}, "log": log}));
+        std::fs::write(
+            h.config_dir().join(format!("{name}.conf")),
+            script.to_string(),
+        )
+        .unwrap();
+        if let Some(text) = dropin {
+            std::fs::write(h.config_dir().join(format!("{name}.runtime.yaml")), text).unwrap();
+        }
+        logs.push(log);
+    }
+    h.nri.start().await.unwrap();
+    join_all((0..8).map(|i| {
+        h.nri
+            .create_container(create_req(&format!("p{i}"), &format!("c{i}")))
+    }))
+    .await;
+    let most = |log| {
+        let spans = spans(&read_log(log));
+        let created: Vec<&Span> = spans
+            .iter()
+            .filter(|s| s.event == "CreateContainer")
+            .collect();
+        assert_eq!(created.len(), 8);
+        most_at_once(&created)
+    };
+    assert!(most(&logs[0]) > 1, "the drop-in's word was not taken");
+    assert_eq!(most(&logs[1]), 1);
+    h.nri.stop().await;
 }
 
 /// Without pod concurrency nothing changes: every plugin has one request
