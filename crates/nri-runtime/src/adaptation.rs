@@ -13,7 +13,7 @@ use protobuf::Message;
 use crate::connections::activate::start_plugins;
 use crate::core_state::Core;
 use crate::events::creation::Handed;
-use crate::plugins::request::{Call, Request};
+use crate::plugins::request::{for_request_of, Call, Request};
 use crate::threads::runtime::RuntimeThread;
 use crate::{
     connections::connect, connections::listener, events, sync, BuiltinPlugin, Error, Options,
@@ -415,21 +415,15 @@ impl Adaptation {
                     .on_event(event, events::run_pod_sandbox(core, req))
                     .await;
             }
-            Event::UPDATE_POD_SANDBOX => relay_checked::<UpdatePodSandboxRequest>,
-            Event::POST_UPDATE_POD_SANDBOX => relay_checked::<PostUpdatePodSandboxRequest>,
-            Event::STOP_POD_SANDBOX => relay_checked::<StopPodSandboxRequest>,
-            Event::REMOVE_POD_SANDBOX => relay_checked::<RemovePodSandboxRequest>,
-            Event::POST_CREATE_CONTAINER => relay_checked::<PostCreateContainerRequest>,
-            Event::START_CONTAINER => relay_checked::<StartContainerRequest>,
-            Event::POST_START_CONTAINER => relay_checked::<PostStartContainerRequest>,
-            Event::POST_UPDATE_CONTAINER => relay_checked::<PostUpdateContainerRequest>,
-            Event::REMOVE_CONTAINER => relay_checked::<RemoveContainerRequest>,
-            other => {
-                return Err(Error::InvalidMessage(format!(
-                    "{} is not an event plugins only observe",
-                    other.pretty_name()
-                )))
+            // Those with a response have calls of their own.
+            Event::CREATE_CONTAINER | Event::UPDATE_CONTAINER | Event::STOP_CONTAINER => {
+                return Err(not_observed(event));
             }
+            other => for_request_of!(
+                other,
+                |T| relay_checked::<T>,
+                return Err(not_observed(other))
+            ),
         };
         let relayed = relay(Arc::clone(&self.core), encoded)?;
         self.on_event(event, relayed).await
@@ -488,6 +482,14 @@ impl Adaptation {
         self.on_event(C::EVENT, events::relay_all(core, Request::Decoded(req)))
             .await
     }
+}
+
+/// The refusal of an event `relay_encoded` does not relay.
+fn not_observed(event: Event) -> Error {
+    Error::InvalidMessage(format!(
+        "{} is not an event plugins only observe",
+        event.pretty_name()
+    ))
 }
 
 /// Relaying `encoded` as a `C`, once it is checked.

@@ -148,6 +148,73 @@ impl Call for ValidateContainerAdjustmentRequest {
     }
 }
 
+/// Evaluates `$then` with `$T` the request type of `$event`, one of the
+/// 13 events a runtime sends, or `$other` for any other event: the one
+/// table from an event to its request type, for the code that has an
+/// event's number and bytes (the C ABI's relay, a joining plugin's
+/// replay). `call!` above ties each type to its event the other way.
+macro_rules! for_request_of {
+    ($event:expr, |$T:ident| $then:expr, $other:expr) => {{
+        use nri_api::*;
+        match $event {
+            Event::RUN_POD_SANDBOX => {
+                type $T = RunPodSandboxRequest;
+                $then
+            }
+            Event::UPDATE_POD_SANDBOX => {
+                type $T = UpdatePodSandboxRequest;
+                $then
+            }
+            Event::POST_UPDATE_POD_SANDBOX => {
+                type $T = PostUpdatePodSandboxRequest;
+                $then
+            }
+            Event::STOP_POD_SANDBOX => {
+                type $T = StopPodSandboxRequest;
+                $then
+            }
+            Event::REMOVE_POD_SANDBOX => {
+                type $T = RemovePodSandboxRequest;
+                $then
+            }
+            Event::CREATE_CONTAINER => {
+                type $T = CreateContainerRequest;
+                $then
+            }
+            Event::POST_CREATE_CONTAINER => {
+                type $T = PostCreateContainerRequest;
+                $then
+            }
+            Event::START_CONTAINER => {
+                type $T = StartContainerRequest;
+                $then
+            }
+            Event::POST_START_CONTAINER => {
+                type $T = PostStartContainerRequest;
+                $then
+            }
+            Event::UPDATE_CONTAINER => {
+                type $T = UpdateContainerRequest;
+                $then
+            }
+            Event::POST_UPDATE_CONTAINER => {
+                type $T = PostUpdateContainerRequest;
+                $then
+            }
+            Event::STOP_CONTAINER => {
+                type $T = StopContainerRequest;
+                $then
+            }
+            Event::REMOVE_CONTAINER => {
+                type $T = RemoveContainerRequest;
+                $then
+            }
+            _ => $other,
+        }
+    }};
+}
+pub(crate) use for_request_of;
+
 /// An event's request as the adaptation relays it: the message, or only its
 /// bytes as the runtime handed them over (checked with
 /// [`nri_api::wire::check`]), which most plugins are sent as they are. The

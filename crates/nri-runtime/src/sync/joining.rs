@@ -22,7 +22,7 @@ use protobuf::Message;
 
 use crate::plugins::event_budget::EventBudget;
 use crate::plugins::plugin::Plugin;
-use crate::plugins::request::{Call, Encoding, Request};
+use crate::plugins::request::{for_request_of, Call, Encoding, Request};
 use crate::sync::EncodedState;
 use crate::Error;
 
@@ -200,22 +200,7 @@ impl Joining {
 
     async fn replay(&self, event: Event, request: Arc<[u8]>) -> Result<(), Error> {
         let p = &self.plugin;
-        let said = match event {
-            Event::RUN_POD_SANDBOX => send::<RunPodSandboxRequest>(p, request).await,
-            Event::UPDATE_POD_SANDBOX => send::<UpdatePodSandboxRequest>(p, request).await,
-            Event::POST_UPDATE_POD_SANDBOX => send::<PostUpdatePodSandboxRequest>(p, request).await,
-            Event::STOP_POD_SANDBOX => send::<StopPodSandboxRequest>(p, request).await,
-            Event::REMOVE_POD_SANDBOX => send::<RemovePodSandboxRequest>(p, request).await,
-            Event::CREATE_CONTAINER => send::<CreateContainerRequest>(p, request).await,
-            Event::POST_CREATE_CONTAINER => send::<PostCreateContainerRequest>(p, request).await,
-            Event::START_CONTAINER => send::<StartContainerRequest>(p, request).await,
-            Event::POST_START_CONTAINER => send::<PostStartContainerRequest>(p, request).await,
-            Event::UPDATE_CONTAINER => send::<UpdateContainerRequest>(p, request).await,
-            Event::POST_UPDATE_CONTAINER => send::<PostUpdateContainerRequest>(p, request).await,
-            Event::STOP_CONTAINER => send::<StopContainerRequest>(p, request).await,
-            Event::REMOVE_CONTAINER => send::<RemoveContainerRequest>(p, request).await,
-            _ => Ok(false),
-        };
+        let said = for_request_of!(event, |T| send::<T>(p, request).await, Ok(false));
         match said {
             Ok(true) => info!(
                 "plugin {} answered a {} it was told of after the fact: \
