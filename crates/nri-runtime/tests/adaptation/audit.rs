@@ -308,11 +308,17 @@ async fn updates_in_a_synchronize_reply_are_recorded() {
         json["changes"],
         json!([{"container": "c7", "field": "CPUShares", "plugin": "40-syncer"}])
     );
-    assert_eq!(
-        h.state.lock().unwrap().sync_updates[0].container_id,
-        "c7",
-        "and the runtime got them"
-    );
+    // The plugin is active within the sync; the sync function hands the
+    // runtime its updates a moment later.
+    crate::peers::eventually(PATIENCE, "the runtime got the updates", || {
+        h.state
+            .lock()
+            .unwrap()
+            .sync_updates
+            .first()
+            .is_some_and(|u| u.container_id == "c7")
+    })
+    .await;
 }
 
 #[tokio::test]
