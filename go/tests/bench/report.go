@@ -161,7 +161,7 @@ func writeStorm(w func(string, ...any), r *results) {
 		return
 	}
 	w("## Pod-start storm\n\n")
-	w("A burst of pod starts, as when a node comes up or a deployment scales out (issue 48 part 3, nri#165). ")
+	w("A burst of pod starts, as when a node comes up or a deployment scales out: what per-pod concurrency (upstream's containerd/nri#165) is for. ")
 	w("%d pods per configuration and round; %d callers, as a kubelet's pod workers, each take the next pod and send its events ", r.Settings.StormPods, storms[0].Callers)
 	w("one after another: RunPodSandbox, then for each of its two containers CreateContainer and StartContainer. ")
 	w("Four typical Go-stub plugins (`go/tests/bench/goplugin`) each spend a fixed time in every CreateContainer before answering: ")

@@ -204,7 +204,7 @@ func evaluateTargets(r *results) []target {
 				val(rs, m.of), val(up, m.of), "us", up != nil), limitsWasmLent)
 		}
 	}
-	// The pod-start storm with waiting plugins (issue 48): with the four
+	// The pod-start storm with waiting plugins: with the four
 	// plugins opted in to pod concurrency, three times the pods per
 	// second and at most 0.4× the p99 of upstream; without it, no worse.
 	if r.caseByName("storm-wait-4") != nil {

@@ -2,7 +2,9 @@
 // (github.com/containerd/nri/pkg/stub, pinned in go.mod). Its twin on
 // nri-rs's Rust stub is tests/tools/src/bin/nri-bench-plugin.rs: same
 // flags, same subscriptions, same replies, so the stubs are compared on
-// equal work. See that file for what the flags mean.
+// equal work. See that file for what the flags mean. Two flags are this
+// plugin's alone: -create-wait and -create-burn, which only the pod-start
+// storm (whose plugins are Go-stub ones, typical of nodes) uses.
 package main
 
 import (
