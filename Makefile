@@ -324,7 +324,9 @@ e2e-moby:
 ## bench: upstream Go NRI and nri-rs side by side (go/tests/bench): writes
 ## docs/performance.json, docs/PERFORMANCE.md and docs/performance.png. Takes
 ## a while; run it on an otherwise idle machine. BENCH_FLAGS adds flags
-## (e.g. BENCH_FLAGS="-rounds 2 -ops 500 -v"). `make test` runs a smoke
+## (e.g. BENCH_FLAGS="-rounds 2 -ops 500 -v"); BENCH_FLAGS="-v -cases
+## '^storm-' -merge" runs only the pod-start storm and puts its figures into
+## the existing results, keeping the other cases'. `make test` runs a smoke
 ## version of it (go/tests/bench/bench_test.go).
 BENCH_DIR := $(CURDIR)/build/bench
 BENCH_FLAGS ?= -v

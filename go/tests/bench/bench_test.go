@@ -160,7 +160,7 @@ func TestSmoke(t *testing.T) {
 		"create-none": 2, "create-typical-1": 4, "create-typical-4": 4, "create-typical-8": 4, "create-noop-1": 4, "create-noop-4": 4,
 		"create-noop-8": 4, "update-typical-4": 4, "lifecycle-typical-4": 4, "sync-100": 4,
 		"create-typical-1-validator": 4, "create-large-1": 4, "create-typical-1-launched": 4, "create-typical-1-paired": 4,
-		"floor-raw@pinned": 1, "create-typical-1@pinned": 4}
+		"floor-raw@pinned": 1, "create-typical-1@pinned": 4, "storm-wait-4": 3, "storm-cpu-4": 3}
 	for _, c := range res.Cases {
 		n, ok := want[c.Name]
 		if !ok {
@@ -178,8 +178,20 @@ func TestSmoke(t *testing.T) {
 			if cf.P50us <= 0 || cf.P99us < cf.P50us {
 				t.Errorf("%s %s/%s: p50 %v p99 %v", c.Name, cf.Impl, cf.Stub, cf.P50us, cf.P99us)
 			}
-			if c.Kind != "floor" && c.Kind != "sync" && c.Plugins > 0 && !c.Launched && (cf.PluginIdleRSSKiB <= 0 || cf.PluginCPUusPerEvent <= 0) {
+			if c.Kind != "floor" && c.Kind != "sync" && c.Kind != "storm" && c.Plugins > 0 && !c.Launched && (cf.PluginIdleRSSKiB <= 0 || cf.PluginCPUusPerEvent <= 0) {
 				t.Errorf("%s %s/%s: no plugin footprint", c.Name, cf.Impl, cf.Stub)
+			}
+			// The storm's: every round started its pods, each plugin
+			// spending its CPU in them (the CPU-bound ones 2 ms per
+			// CreateContainer, two per pod).
+			if c.Kind == "storm" {
+				if cf.PodsPerS <= 0 || cf.PluginCPUusPerPod <= 0 || cf.Rounds[0].Ops != 12 {
+					t.Errorf("%s %s/%s: %v pods/s, plugin CPU %v µs/pod, %d pods", c.Name, cf.Impl, cf.Stub,
+						cf.PodsPerS, cf.PluginCPUusPerPod, cf.Rounds[0].Ops)
+				}
+				if c.Name == "storm-cpu-4" && cf.PluginCPUusPerPod < 4000 {
+					t.Errorf("%s %s/%s: plugin CPU %v µs/pod, want at least 2 × 2 ms", c.Name, cf.Impl, cf.Stub, cf.PluginCPUusPerPod)
+				}
 			}
 		}
 	}
@@ -216,6 +228,16 @@ func TestSmoke(t *testing.T) {
 	if side != 4 {
 		t.Errorf("%d measured target rows for one plugin side by side, want 4", side)
 	}
+	// The storm's rows: pods per second and p99, concurrency on and off.
+	storm := 0
+	for _, tg := range res.Targets {
+		if strings.HasPrefix(tg.What, "Pod-start storm") && !tg.Missing {
+			storm++
+		}
+	}
+	if storm != 4 {
+		t.Errorf("%d measured target rows for the pod-start storm, want 4", storm)
+	}
 
 	// The report and the plot, regenerated from the results file, keeping
 	// hand-written text below the end marker.
@@ -236,6 +258,7 @@ func TestSmoke(t *testing.T) {
 	}
 	md, _ := os.ReadFile(doc)
 	for _, s := range []string{"## Targets", "CreateContainer, 4 typical plugin(s)", "## Plugin footprint", "## Runtime layout",
+		"## Pod-start storm", "| storm-wait-4 | nri-rs, pod concurrency on |", "≥ 3×",
 		"Smoke run", "p.png", endMarker + "\nhand-written analysis\n"} {
 		if !strings.Contains(string(md), s) {
 			t.Errorf("report lacks %q", s)
@@ -257,5 +280,34 @@ func TestSmoke(t *testing.T) {
 	defer f.Close()
 	if _, err := png.Decode(f); err != nil {
 		t.Errorf("plot: %v", err)
+	}
+}
+
+// -merge: the cases of a partial run replace those of the same names in
+// the results file, the others' figures stay, and the new ones say so.
+func TestMergeInto(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "r.json")
+	old := results{Settings: settings{Rounds: 4}, Cases: []caseResult{{Name: "a", Title: "old a"}, {Name: "b", Title: "old b"}}}
+	data, err := json.Marshal(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	part := &results{Settings: settings{Cases: "^[bc]$", StormPods: 7}, Cases: []caseResult{{Name: "b", Title: "new b"}, {Name: "c", Title: "new c"}}}
+	got, err := mergeInto(file, part)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var titles []string
+	for _, c := range got.Cases {
+		titles = append(titles, c.Title)
+		if (c.Name == "a") == (c.Note != "") {
+			t.Errorf("case %s: note %q", c.Name, c.Note)
+		}
+	}
+	if strings.Join(titles, ",") != "old a,new b,new c" || got.Settings.Rounds != 4 || got.Settings.StormPods != 7 {
+		t.Errorf("merged: %v, settings %+v", titles, got.Settings)
 	}
 }

@@ -48,13 +48,17 @@ type configResult struct {
 	AllocsPerOp  float64 `json:"go_allocs_per_op"`
 	RSSGrowthKiB float64 `json:"rss_growth_kib"`
 	// Plugin footprint (medians over plugins and rounds), if any.
-	PluginIdleRSSKiB    float64       `json:"plugin_idle_rss_kib,omitempty"`
-	PluginIdleAnonKiB   float64       `json:"plugin_idle_rss_anon_kib,omitempty"`
-	PluginBusyRSSKiB    float64       `json:"plugin_busy_rss_kib,omitempty"`
-	PluginPeakRSSKiB    float64       `json:"plugin_peak_rss_kib,omitempty"`
-	PluginCPUusPerEvent float64       `json:"plugin_cpu_us_per_event,omitempty"`
-	Rounds              []roundResult `json:"rounds"`
-	Errors              []string      `json:"errors,omitempty"`
+	PluginIdleRSSKiB    float64 `json:"plugin_idle_rss_kib,omitempty"`
+	PluginIdleAnonKiB   float64 `json:"plugin_idle_rss_anon_kib,omitempty"`
+	PluginBusyRSSKiB    float64 `json:"plugin_busy_rss_kib,omitempty"`
+	PluginPeakRSSKiB    float64 `json:"plugin_peak_rss_kib,omitempty"`
+	PluginCPUusPerEvent float64 `json:"plugin_cpu_us_per_event,omitempty"`
+	// The storm's: pods started per second, and each plugin's CPU per pod
+	// (medians over rounds); P50us, P99us and CPUusPerOp are then per pod.
+	PodsPerS          float64       `json:"pods_per_s,omitempty"`
+	PluginCPUusPerPod float64       `json:"plugin_cpu_us_per_pod,omitempty"`
+	Rounds            []roundResult `json:"rounds"`
+	Errors            []string      `json:"errors,omitempty"`
 }
 
 type caseResult struct {
@@ -82,6 +86,11 @@ type caseResult struct {
 	// work on the machine shows here.
 	LoadStart []float64 `json:"load_start,omitempty"`
 	LoadEnd   []float64 `json:"load_end,omitempty"`
+	// The storm's pods are started by this many callers at once, and each
+	// plugin waits (or computes) this long in every CreateContainer.
+	Callers      int     `json:"callers,omitempty"`
+	CreateWaitUs float64 `json:"plugin_create_wait_us,omitempty"`
+	CreateCPUUs  float64 `json:"plugin_create_cpu_us,omitempty"`
 	// Why a case's figures are not those of the run itself (a re-run).
 	Note    string         `json:"note,omitempty"`
 	Configs []configResult `json:"configs"`
@@ -96,6 +105,8 @@ type caseDef struct {
 	run     func(h *harness, c *caseDef, impl, stub string, round int) (roundResult, error)
 	// mk makes an event case's operation (runPaired's, as run's).
 	mk func(*caseDef) op
+	// More flags for the case's plugin processes (the storm's).
+	pluginArgs []string
 }
 
 var allConfigs = [][2]string{

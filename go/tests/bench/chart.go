@@ -57,7 +57,7 @@ func writeChart(r *results, path string) error {
 	}
 	var groups []group
 	for _, c := range r.Cases {
-		if c.Kind == "start" { // seconds, not an event's microseconds
+		if c.Kind == "start" || c.Kind == "storm" { // seconds, or a pod's several events
 			continue
 		}
 		g := group{title: c.Title}

@@ -42,6 +42,8 @@ type settings struct {
 	LayoutPlugins int `json:"layout_plugins,omitempty"`
 	// The WASM case runs (a module was given: -wasmplugin).
 	Wasm bool `json:"wasm,omitempty"`
+	// Pods per configuration and round of the pod-start storm.
+	StormPods int `json:"storm_pods,omitempty"`
 }
 
 type results struct {
@@ -86,6 +88,8 @@ func main() {
 		noInstr    = flag.Bool("no-instructions", false, "skip counting the core's instructions (callgrind)")
 		layoutPlug = flag.Int("layout-plugins", 4, "plugins in the runtime-layout experiment (1 profiles a single hop)")
 		configs    = flag.String("configs", "", "only configurations (impl/stub, e.g. nri-rs/rust) matching this regexp")
+		stormPods  = flag.Int("storm-pods", 200, "pods each configuration of the pod-start storm starts per round")
+		merge      = flag.Bool("merge", false, "put the cases run into the existing -out file in place of those of the same names, keeping the others' figures, then regenerate -doc and -png")
 		verbose    = flag.Bool("v", false, "progress on stderr")
 		soakMode   = flag.String("soak", "", "run the soak instead (full or short; see soak.go)")
 		soakImpls  = flag.String("soak-impls", implNriRs+","+implUpstream, "implementations the soak runs, in order")
@@ -160,6 +164,9 @@ func main() {
 		s = smokeSettings(*cases, *pinned)
 	}
 	s.Configs = *configs
+	if !*smoke {
+		s.StormPods = *stormPods
+	}
 	s.LayoutPlugins = *layoutPlug
 	s.Wasm = *wasmPlugin != ""
 	res, err := run(s, binaries{goPlugin: *goPlugin, rustPlugin: rustPluginOf(*rustPlugin, *bin), core: *bin + "/nri-bench-core",
@@ -167,6 +174,11 @@ func main() {
 		*verbose, !*noLayouts, !*noInstr && !*smoke)
 	if err != nil {
 		fatal(err)
+	}
+	if *merge {
+		if res, err = mergeInto(*out, res); err != nil {
+			fatal(err)
+		}
 	}
 	data, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
@@ -184,7 +196,41 @@ func main() {
 // smokeSettings: a few iterations of everything, for make test.
 func smokeSettings(cases, pinned string) settings {
 	floorWarmups = 10
-	return settings{Rounds: 2, Ops: 10, LifecycleOps: 3, SyncSizes: []int{100}, Smoke: true, Cases: cases, Pinned: pinned, LayoutPlugins: 4}
+	return settings{Rounds: 2, Ops: 10, LifecycleOps: 3, SyncSizes: []int{100}, Smoke: true, Cases: cases, Pinned: pinned, LayoutPlugins: 4,
+		StormPods: 12}
+}
+
+// mergeInto reads the results file and puts the cases of res into it, in
+// place of those of the same names (or after the others), each with a
+// note saying when and how it was measured; the rest of the file, its
+// other cases' figures and the machine's description, stays as it was.
+func mergeInto(file string, res *results) (*results, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var old results
+	if err := json.Unmarshal(data, &old); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	for _, c := range res.Cases {
+		c.Note = fmt.Sprintf("measured on %s (%d × %s, load %s → %s) by a later run of only the cases matching `%s`, merged into this file",
+			res.Started.UTC().Format("2006-01-02 15:04 MST"), res.Machine.CPUs, res.Machine.Model, loadStr(c.LoadStart), loadStr(c.LoadEnd), res.Settings.Cases)
+		replaced := false
+		for i := range old.Cases {
+			if old.Cases[i].Name == c.Name {
+				old.Cases[i], replaced = c, true
+			}
+		}
+		if !replaced {
+			old.Cases = append(old.Cases, c)
+		}
+	}
+	if res.Settings.StormPods > 0 {
+		old.Settings.StormPods = res.Settings.StormPods
+	}
+	old.Targets = evaluateTargets(&old)
+	return &old, nil
 }
 
 func fatal(err error) {
@@ -279,6 +325,25 @@ func caseList(s settings, req *requests) []*caseDef {
 	event("update-typical-4", "UpdateContainer, 4 plugins with solicited updates", "update", "typical", 4, 1, s.Ops, updateOp)
 	event("lifecycle-typical-4", "pod + container lifecycle (13 events), 4 typical plugins", "lifecycle", "typical", 4, 13,
 		s.LifecycleOps, lifecycleOp)
+	// The pod-start storm (storm.go), with plugins that wait in each
+	// CreateContainer and with plugins that compute as long instead.
+	for _, v := range []struct {
+		name, title, flag string
+		wait, cpu         float64
+	}{
+		{"storm-wait-4", "pod-start storm, 4 typical Go-stub plugins each waiting 2 ms per CreateContainer", "-create-wait=2ms", 2000, 0},
+		{"storm-cpu-4", "pod-start storm, 4 typical Go-stub plugins each computing 2 ms per CreateContainer", "-create-burn=2ms", 0, 2000},
+	} {
+		c := &caseDef{ops: max(s.StormPods, 1), warmup: stormCallers, pluginArgs: []string{v.flag},
+			configs: [][2]string{{implUpstream, stubGo}, {implNriRs, stubGo}, {implNriRs, stubGoPods}}}
+		if s.Smoke {
+			c.warmup = 2
+		}
+		c.Name, c.Title, c.Kind, c.Mode, c.Plugins = v.name, v.title, "storm", "typical", 4
+		c.EventsPerOp, c.RoundTrips, c.RequestBytes = stormEventsPerPod, stormEventsPerPod*4, reqBytes
+		c.Callers, c.CreateWaitUs, c.CreateCPUUs = stormCallers, v.wait, v.cpu
+		out = append(out, c)
+	}
 	for _, n := range s.SyncSizes {
 		ops, warm := 10, 1
 		switch {
@@ -395,6 +460,9 @@ func run(s settings, bins binaries, verbose, withLayouts, withInstr bool) (*resu
 
 // runAny runs c as its kind wants: paired (runPaired) or not (runCase).
 func (h *harness) runAny(c *caseDef, rounds int) caseResult {
+	if c.Kind == "storm" {
+		return h.runStorm(c, rounds)
+	}
 	if c.Paired {
 		return h.runPaired(c, rounds)
 	}

@@ -191,6 +191,7 @@ type requests struct {
 	syncPods     map[int][]*api.PodSandbox
 	syncCtrs     map[int][]*api.Container
 	createRspLen int
+	storm        []*stormPod // the storm's pods, built as needed
 }
 
 func newRequests() *requests {

@@ -37,6 +37,9 @@ const (
 	// The same module that nri-rs's cache does not hold, run on the
 	// wazero engine go/adaptation lends the core (the first start's engine).
 	stubWasmLent = "wasm-lent"
+	// Go-stub plugins, which nri-rs is told may take requests of
+	// different pods at once (WithPodConcurrency naming each of them).
+	stubGoPods = "go-pods"
 )
 
 type syncCB = func(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error)
@@ -203,7 +206,7 @@ type binaries struct {
 }
 
 func (b binaries) plugin(stub string) string {
-	if stub == stubGo {
+	if stub == stubGo || stub == stubGoPods {
 		return b.goPlugin
 	}
 	return b.rustPlugin

@@ -2,7 +2,9 @@
 // (github.com/containerd/nri/pkg/stub, pinned in go.mod). Its twin on
 // nri-rs's Rust stub is tests/tools/src/bin/nri-bench-plugin.rs: same
 // flags, same subscriptions, same replies, so the stubs are compared on
-// equal work. See that file for what the flags mean.
+// equal work. See that file for what the flags mean. Two flags are this
+// plugin's alone: -create-wait and -create-burn, which only the pod-start
+// storm (whose plugins are Go-stub ones, typical of nodes) uses.
 package main
 
 import (
@@ -12,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +23,7 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/nri/pkg/stub"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sys/unix"
 )
 
 type plugin struct {
@@ -33,6 +37,11 @@ type plugin struct {
 	unsolicited int
 	updates     atomic.Uint64
 	stub        atomic.Pointer[stub.Stub]
+	// What each CreateContainer costs the plugin before it answers: a
+	// wait (sleeping, as for a cgroup write or a call to the kubelet's
+	// API) and CPU burnt on the handling thread; 0 for neither.
+	createWait time.Duration
+	createBurn time.Duration
 }
 
 // The large mode's extra adjustment, a reply of about 3.3 MB (ttrpc's limit
@@ -129,6 +138,12 @@ func (p *plugin) updateLater(ctr *api.Container) {
 }
 
 func (p *plugin) CreateContainer(_ context.Context, _ *api.PodSandbox, ctr *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
+	if p.createWait > 0 {
+		time.Sleep(p.createWait)
+	}
+	if p.createBurn > 0 {
+		burnCPU(p.createBurn)
+	}
 	n := p.events.Add(1)
 	if p.unsolicited > 0 && n%uint64(p.unsolicited) == 0 {
 		p.updateLater(ctr)
@@ -194,6 +209,31 @@ func (p *plugin) RemoveContainer(context.Context, *api.PodSandbox, *api.Containe
 	return nil
 }
 
+// burnCPU computes until the calling thread has used d of CPU time:
+// thread time, not wall time, so that a plugin kept off the CPU by others
+// still does all of its work.
+func burnCPU(d time.Duration) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := threadCPU()
+	x := uint64(1)
+	for threadCPU()-start < d {
+		for i := 0; i < 1000; i++ {
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+	}
+	burnSink.Add(x)
+}
+
+// burnSink keeps the burning loop's result alive.
+var burnSink atomic.Uint64
+
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	return time.Duration(ts.Nano())
+}
+
 func main() {
 	socket := flag.String("socket", api.DefaultSocketPath, "NRI socket")
 	name := flag.String("name", "bench", "plugin name")
@@ -203,6 +243,8 @@ func main() {
 	waitStdin := flag.Bool("wait-stdin", false, "read a line from stdin before connecting")
 	reconnect := flag.Bool("reconnect", false, "connect again when the runtime goes away (exit only when stdin closes)")
 	unsolicited := flag.Int("unsolicited", 0, "after every N-th CreateContainer, an unsolicited update of it")
+	createWait := flag.Duration("create-wait", 0, "sleep this long in every CreateContainer before answering")
+	createBurn := flag.Duration("create-burn", 0, "use this much CPU in every CreateContainer before answering")
 	flag.Parse()
 	logrus.SetLevel(logrus.WarnLevel)
 
@@ -215,7 +257,8 @@ func main() {
 		fmt.Println("waiting")
 		_, _ = stdin.ReadString('\n')
 	}
-	p := &plugin{typical: *mode != "noop", large: *mode == "large", slot: *slot, unsolicited: *unsolicited}
+	p := &plugin{typical: *mode != "noop", large: *mode == "large", slot: *slot, unsolicited: *unsolicited,
+		createWait: *createWait, createBurn: *createBurn}
 	// Report once and exit: on stdin EOF (upstream's runtime leaves
 	// external plugins connected when it stops) or when the connection closes.
 	var report sync.Once
