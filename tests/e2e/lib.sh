@@ -769,9 +769,11 @@ run_critest() {
         tail -40 "$logf" >&2
         failed=1
     fi
-    # A spec's skip reason follows its "[SKIPPED]" line; failures are named
+    # Ginkgo repeats a skip's reason as "[SKIPPED] <reason>" (shortened
+    # here: containerd's names every container it lost); failures are named
     # in the summary.
-    grep -A1 -E '\[SKIPPED\] ' "$logf" | grep -vE '^--$|^\s*$' | sed 's/^ */e2e:   /' | sort -u >&2 || true
+    grep -E '^\s*\[SKIPPED\] ' "$logf" | grep -vE '\[SKIPPED\] in \[' | cut -c1-160 |
+        sed 's/^ */e2e:   skipped: /' | sort -u >&2 || true
     grep -E '^\s*\[FAIL\] ' "$logf" | sed 's/^ */e2e:   /' >&2 || true
     # shellcheck disable=SC2034 # read by the sourcing script's summary
     CRITEST_LINE="critest-$name: $passed passed, $failed failed, $skipped skipped"
