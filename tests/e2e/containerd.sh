@@ -18,7 +18,11 @@
 #    CNI plugins, restrict_oom_score_adj (no CAP_SYS_RESOURCE here);
 # 5. runs TestNri* and TestUpdatePodSandboxWithRestart and prints
 #    "e2e-containerd: N passed, N failed, N skipped";
-# 6. tears everything down (also on failure or interrupt).
+# 6. runs critest's NRI specs against the same daemon, its image pulled
+#    from a local registry mirroring registry.k8s.io, and for nri-rs once
+#    more with per-pod concurrency on (E2E_CRITEST=0: not at all); prints
+#    "critest-containerd-<flavour>: N passed, N failed, N skipped";
+# 7. tears everything down (also on failure or interrupt).
 #
 # Needs root, Go, cargo, gcc and the Debian packages runc,
 # containernetworking-plugins, busybox-static (see .ci/run).

@@ -18,7 +18,9 @@
 #   with cgroupfs, Debian's runc
 #   and conmon, CNI from containernetworking-plugins and NRI on
 #   /var/run/nri-test.sock; runs every test of test/nri; prints
-#   "e2e-crio: N passed, N failed, N skipped"; tears everything down.
+#   "e2e-crio: N passed, N failed, N skipped"; runs critest's NRI specs
+#   (lib.sh; E2E_CRITEST=0: not at all) with runc behind
+#   runc-oom-clamp.sh; tears everything down.
 #
 # Needs root, Go, cargo, gcc and the Debian packages runc, conmon, skopeo,
 # containernetworking-plugins, busybox-static (see .ci/run).
