@@ -305,7 +305,8 @@ upstream-check: build
 	tests/conformance/upstream-check.sh
 
 ## e2e: containerd and CRI-O built with nri-rs, running their own NRI e2e tests
-## (root; docs/INTEGRATION.md). E2E_STOCK=1 runs the stock daemons instead.
+## and critest's NRI specs (root; docs/INTEGRATION.md). E2E_STOCK=1 runs the
+## stock daemons instead; E2E_CRITEST=0 leaves critest out.
 E2E_STOCK ?= 0
 e2e: e2e-containerd e2e-crio
 

@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"runtime"
 	"runtime/cgo"
@@ -282,6 +283,7 @@ func New(name, version string, syncFn SyncFn, updateFn UpdateFn, opts ...Option)
 			return nil, fmt.Errorf("failed to apply option: %w", err)
 		}
 	}
+	podConcurrencyFromEnv(r)
 	if !wasmBuiltIn {
 		log.Errorf(noCtx, "failed to initialize WASM support: %v", ErrWasmDisabled)
 	} else if r.wasmCompiledAtStart && !CompilesWasm() {
@@ -303,6 +305,30 @@ func New(name, version string, syncFn SyncFn, updateFn UpdateFn, opts ...Option)
 
 	log.Infof(noCtx, "runtime interface created (nri-rs %s, NRI %s)", Version(), C.GoString(C.nri_api_version()))
 	return r, nil
+}
+
+// podConcurrencyEnv names the environment variable that turns per-pod
+// concurrency on for a runtime that does not pass WithPodConcurrency itself
+// (containerd and CRI-O do not): set, even empty, it is read at New as
+// WithPodConcurrency of the comma-separated plugin names it holds (idx-name
+// or name). It lets a node, or an e2e run, try the option on an unmodified
+// runtime build; unset, nothing changes.
+const podConcurrencyEnv = "NRI_RS_POD_CONCURRENCY"
+
+func podConcurrencyFromEnv(r *Adaptation) {
+	v, ok := os.LookupEnv(podConcurrencyEnv)
+	if !ok {
+		return
+	}
+	var names []string
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	r.podConcurrency = true
+	r.concurrentPlugins = append(r.concurrentPlugins, names...)
+	log.Infof(noCtx, "nri-rs: per-pod concurrency on (%s), for plugins %q", podConcurrencyEnv, names)
 }
 
 // Version is the version of the nri-rs core behind this package.

@@ -96,3 +96,12 @@ func TestWithPodConcurrencyOverlapsPodsForThePluginsItNames(t *testing.T) {
 	assert.EqualValues(t, 1, mostAtOnce(t, nri.WithPodConcurrency()))
 	assert.EqualValues(t, 1, mostAtOnce(t))
 }
+
+// NRI_RS_POD_CONCURRENCY, read at New, stands for WithPodConcurrency of the
+// plugins it names, for runtimes that do not pass the option themselves.
+func TestPodConcurrencyEnvironmentVariableActsAsTheOption(t *testing.T) {
+	t.Setenv("NRI_RS_POD_CONCURRENCY", " other, 10-counting")
+	assert.Greater(t, mostAtOnce(t), int32(1))
+	t.Setenv("NRI_RS_POD_CONCURRENCY", "")
+	assert.EqualValues(t, 1, mostAtOnce(t))
+}

@@ -18,7 +18,11 @@
 #    CNI plugins, restrict_oom_score_adj (no CAP_SYS_RESOURCE here);
 # 5. runs TestNri* and TestUpdatePodSandboxWithRestart and prints
 #    "e2e-containerd: N passed, N failed, N skipped";
-# 6. tears everything down (also on failure or interrupt).
+# 6. runs critest's NRI specs against the same daemon, its image pulled
+#    from a local registry mirroring registry.k8s.io, and for nri-rs once
+#    more with per-pod concurrency on (E2E_CRITEST=0: not at all); prints
+#    "critest-containerd-<flavour>: N passed, N failed, N skipped";
+# 7. tears everything down (also on failure or interrupt).
 #
 # Needs root, Go, cargo, gcc and the Debian packages runc,
 # containernetworking-plugins, busybox-static (see .ci/run).
@@ -91,6 +95,7 @@ if [ "$(flavor)" = nri-rs ]; then
         die "$bin/$DAEMON does not link nri_adaptation_new: the overlay was not applied"
 fi
 build_secs=$BUILD_SECS
+if [ "$E2E_CRITEST" = 1 ]; then build_critest; fi
 
 # --- containerd's unit tests of its NRI glue ----------------------------------
 tu=$(date +%s)
@@ -118,6 +123,21 @@ W=$E2E_WORK
 mkdir -p "$W/opt"
 test_images "$BUSYBOX_IMAGE" "$PAUSE_IMAGE"
 cni_config "$BRIDGE" "$SUBNET"
+registry_config=
+if [ "$E2E_CRITEST" = 1 ]; then
+    start_registry
+    # registry.k8s.io is mirrored by the test registry (plain HTTP), and by
+    # nothing else: nothing here reaches the real one.
+    mkdir -p "$W/certs.d/registry.k8s.io"
+    cat >"$W/certs.d/registry.k8s.io/hosts.toml" <<EOF
+server = "https://registry.k8s.io"
+
+[host."http://127.0.0.1:$REGISTRY_PORT"]
+  capabilities = ["pull", "resolve"]
+EOF
+    registry_config="[plugins.\"io.containerd.cri.v1.images\".registry]
+      config_path = \"$W/certs.d\""
+fi
 
 # containerd v2.4's own format (version 4, `containerd config default`).
 cat >"$W/config.toml" <<EOF
@@ -144,6 +164,7 @@ imports = []
     snapshotter = "overlayfs"
     [plugins."io.containerd.cri.v1.images".pinned_images]
       sandbox = "$PAUSE_IMAGE"
+    $registry_config
 
   [plugins."io.containerd.cri.v1.runtime"]
     # These machines lack CAP_SYS_RESOURCE: without it runc cannot lower the
@@ -193,6 +214,34 @@ run_tests "$bin/cri-integration.test" "$TESTS" \
 restarts=$(grep -c '^--- supervisor: daemon exited' "$daemon_log" || true)
 e2e_secs=$(($(date +%s) - te))
 
+# --- critest's NRI specs --------------------------------------------------------
+# The same daemon, NRI configured by containerd's defaults (no timeout set:
+# a 2 s request timeout; nri-rs gives a joining plugin's Synchronize a
+# deadline of its own). For nri-rs, once more with per-pod concurrency on
+# for critest's plugins (go/adaptation reads NRI_RS_POD_CONCURRENCY at New).
+critest_failed=0
+critest_lines=()
+critest_secs=
+if [ "$E2E_CRITEST" = 1 ]; then
+    run_critest "containerd-$(flavor)" "unix://$W/containerd.sock" "$NRI_SOCKET"
+    critest_lines+=("$CRITEST_LINE")
+    critest_failed=$((critest_failed + CRITEST_FAILED))
+    critest_secs=$CRITEST_SECS
+    if [ "$(flavor)" = nri-rs ]; then
+        tc=$(date +%s)
+        stop_supervisor
+        start_daemon "containerd (per-pod concurrency)" "$W/containerd-podconc.log" "$NRI_SOCKET" \
+            "$bin/ctr" -a "$W/containerd.sock" version -- \
+            env NRI_RS_POD_CONCURRENCY="$(critest_plugin_names)" "$bin/$DAEMON" --config "$W/config.toml"
+        grep -q 'per-pod concurrency on' "$W/containerd-podconc.log" ||
+            die "containerd did not log that per-pod concurrency is on; see $W/containerd-podconc.log"
+        run_critest containerd-nri-rs-podconc "unix://$W/containerd.sock" "$NRI_SOCKET"
+        critest_lines+=("$CRITEST_LINE")
+        critest_failed=$((critest_failed + CRITEST_FAILED))
+        critest_secs="$critest_secs+$(($(date +%s) - tc))"
+    fi
+fi
+
 what=$(label "containerd $CONTAINERD_VERSION" "$nri_version")
 [ "$E2E_CONTAINERD_STATIC" = 1 ] && what="$what, static daemon"
 echo "$what: unit tests of internal/nri, internal/cri/nri (tests and subtests):"
@@ -200,5 +249,9 @@ echo "$(result_name containerd-unit): $unit_passed passed, $unit_failed failed, 
 echo "$what: NRI integration tests (daemon restarted $restarts times by the supervisor):"
 [ -z "$RETRIED" ] || echo "(passed on a retry: $RETRIED)"
 echo "$(result_name e2e-containerd): $PASSED passed, $FAILED failed, $SKIPPED skipped"
-log "times: build ${build_secs}s, unit ${unit_secs}s, e2e ${e2e_secs}s, total $(($(date +%s) - t0))s"
-[ "$FAILED" = 0 ] && [ "$unit_failed" = 0 ]
+if [ "$E2E_CRITEST" = 1 ]; then
+    echo "$what: critest $CRITEST_VERSION NRI specs, containerd's default NRI configuration:"
+    printf '%s\n' "${critest_lines[@]}"
+fi
+log "times: build ${build_secs}s, unit ${unit_secs}s, e2e ${e2e_secs}s${critest_secs:+, critest ${critest_secs}s}, total $(($(date +%s) - t0))s"
+[ "$FAILED" = 0 ] && [ "$unit_failed" = 0 ] && [ "$critest_failed" = 0 ]

@@ -18,7 +18,9 @@
 #   with cgroupfs, Debian's runc
 #   and conmon, CNI from containernetworking-plugins and NRI on
 #   /var/run/nri-test.sock; runs every test of test/nri; prints
-#   "e2e-crio: N passed, N failed, N skipped"; tears everything down.
+#   "e2e-crio: N passed, N failed, N skipped"; runs critest's NRI specs
+#   (lib.sh; E2E_CRITEST=0: not at all) with runc behind
+#   runc-oom-clamp.sh; tears everything down.
 #
 # Needs root, Go, cargo, gcc and the Debian packages runc, conmon, skopeo,
 # containernetworking-plugins, busybox-static (see .ci/run).
@@ -90,6 +92,7 @@ if [ "$(flavor)" = nri-rs ]; then
         die "$bin/crio does not contain go/adaptation: the overlay was not applied"
 fi
 build_secs=$BUILD_SECS
+if [ "$E2E_CRITEST" = 1 ]; then build_critest; fi
 
 # --- run CRI-O ------------------------------------------------------------------
 te=$(date +%s)
@@ -106,6 +109,29 @@ for img in busybox:"$BUSYBOX_IMAGE" pause:"$PAUSE_IMAGE"; do
 done
 
 cni_config "$BRIDGE" "$SUBNET"
+crio_flags=()
+runtime_path=$(command -v runc)
+if [ "$E2E_CRITEST" = 1 ]; then
+    start_registry
+    # registry.k8s.io is mirrored by the test registry (plain HTTP); the
+    # real one is never reached.
+    cat >"$W/registries.conf" <<EOF
+[[registry]]
+prefix = "registry.k8s.io"
+location = "registry.k8s.io"
+
+[[registry.mirror]]
+location = "127.0.0.1:$REGISTRY_PORT"
+insecure = true
+EOF
+    crio_flags+=(--registries-conf "$W/registries.conf")
+    # critest's pods have an infra container, which CRI-O starts with an
+    # oom_score_adj of -998, more than this machine lets even root lower
+    # its score (no CAP_SYS_RESOURCE); runc-oom-clamp.sh clamps it as
+    # containerd's restrict_oom_score_adj does (CRI-O has no such option).
+    # test/nri's pods have none.
+    runtime_path=$E2E_HERE/runc-oom-clamp.sh
+fi
 
 cat >"$W/crio.conf" <<EOF
 [crio]
@@ -135,7 +161,7 @@ hooks_dir = ["$W/hooks"]
 default_mounts_file = "$W/mounts.conf"
 
 [crio.runtime.runtimes.runc]
-runtime_path = "$(command -v runc)"
+runtime_path = "$runtime_path"
 runtime_type = "oci"
 runtime_root = "$W/runc"
 monitor_path = "$(command -v conmon)"
@@ -163,13 +189,44 @@ EOF
 
 daemon_log=$W/crio.log
 start_daemon CRI-O "$daemon_log" "$NRI_SOCKET" test -S "$W/crio.sock" -- \
-    "$bin/crio" --config "$W/crio.conf" --config-dir "$W/crio.conf.d" --log-level info
+    "$bin/crio" --config "$W/crio.conf" --config-dir "$W/crio.conf.d" --log-level info "${crio_flags[@]}"
 
 run_tests "$bin/nri.test" "$TESTS" \
     --crio-socket="unix://$W/crio.sock" --nri-socket="$NRI_SOCKET" --cgroup-manager=cgroupfs
 e2e_secs=$(($(date +%s) - te))
 
+# --- critest's NRI specs --------------------------------------------------------
+# The same daemon, NRI configured by CRI-O's defaults; for nri-rs, once more
+# with per-pod concurrency on for critest's plugins (NRI_RS_POD_CONCURRENCY,
+# read by go/adaptation at New).
+critest_failed=0
+critest_lines=()
+critest_secs=
+if [ "$E2E_CRITEST" = 1 ]; then
+    run_critest "crio-$(flavor)" "unix://$W/crio.sock" "$NRI_SOCKET"
+    critest_lines+=("$CRITEST_LINE")
+    critest_failed=$((critest_failed + CRITEST_FAILED))
+    critest_secs=$CRITEST_SECS
+    if [ "$(flavor)" = nri-rs ]; then
+        tc=$(date +%s)
+        stop_supervisor
+        start_daemon "CRI-O (per-pod concurrency)" "$W/crio-podconc.log" "$NRI_SOCKET" test -S "$W/crio.sock" -- \
+            env NRI_RS_POD_CONCURRENCY="$(critest_plugin_names)" \
+            "$bin/crio" --config "$W/crio.conf" --config-dir "$W/crio.conf.d" --log-level info "${crio_flags[@]}"
+        grep -q 'per-pod concurrency on' "$W/crio-podconc.log" ||
+            die "CRI-O did not log that per-pod concurrency is on; see $W/crio-podconc.log"
+        run_critest crio-nri-rs-podconc "unix://$W/crio.sock" "$NRI_SOCKET"
+        critest_lines+=("$CRITEST_LINE")
+        critest_failed=$((critest_failed + CRITEST_FAILED))
+        critest_secs="$critest_secs+$(($(date +%s) - tc))"
+    fi
+fi
+
 echo "$(label "CRI-O $CRIO_VERSION" "$nri_version"): NRI tests (test/nri):"
 echo "$(result_name e2e-crio): $PASSED passed, $FAILED failed, $SKIPPED skipped"
-log "times: build ${build_secs}s, e2e ${e2e_secs}s, total $(($(date +%s) - t0))s"
-[ "$FAILED" = 0 ]
+if [ "$E2E_CRITEST" = 1 ]; then
+    echo "$(label "CRI-O $CRIO_VERSION" "$nri_version"): critest $CRITEST_VERSION NRI specs, CRI-O's default NRI configuration:"
+    printf '%s\n' "${critest_lines[@]}"
+fi
+log "times: build ${build_secs}s, e2e ${e2e_secs}s${critest_secs:+, critest ${critest_secs}s}, total $(($(date +%s) - t0))s"
+[ "$FAILED" = 0 ] && [ "$critest_failed" = 0 ]

@@ -397,11 +397,13 @@ pause_rootfs() {
 }
 
 # oci_archive OUT NAME ROOTFS CMD...: an OCI image layout tarball holding one
-# image, named NAME (io.containerd.image.name; ref.name is the tag).
+# image, named NAME (io.containerd.image.name; ref.name is the tag). Its
+# config names OCI_STOP_SIGNAL as the stop signal when that is set.
 oci_archive() {
-    local out=$1 name=$2 rootfs=$3 d arch ldig lsize cdig csize mdig msize cmd="" a
+    local out=$1 name=$2 rootfs=$3 d arch ldig lsize cdig csize mdig msize cmd="" a stop=""
     shift 3
     for a in "$@"; do cmd+="${cmd:+,}\"$a\""; done
+    [ -z "${OCI_STOP_SIGNAL:-}" ] || stop=",\"StopSignal\":\"$OCI_STOP_SIGNAL\""
     arch=$(image_arch)
     d=$(mktemp -d)
     mkdir -p "$d/blobs/sha256"
@@ -409,8 +411,8 @@ oci_archive() {
     ldig=$(sha256sum "$d/layer.tar" | cut -d' ' -f1)
     lsize=$(stat -c %s "$d/layer.tar")
     mv "$d/layer.tar" "$d/blobs/sha256/$ldig"
-    printf '{"architecture":"%s","os":"linux","config":{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"Cmd":[%s]},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created_by":"nri-rs tests/e2e"}]}' \
-        "$arch" "$cmd" "$ldig" >"$d/config.json"
+    printf '{"architecture":"%s","os":"linux","config":{"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],"Cmd":[%s]%s},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created_by":"nri-rs tests/e2e"}]}' \
+        "$arch" "$cmd" "$stop" "$ldig" >"$d/config.json"
     cdig=$(sha256sum "$d/config.json" | cut -d' ' -f1)
     csize=$(stat -c %s "$d/config.json")
     mv "$d/config.json" "$d/blobs/sha256/$cdig"
@@ -432,7 +434,12 @@ test_images() {
     busybox_rootfs "$d/busybox"
     pause_rootfs "$d/pause"
     oci_archive "$d/busybox.tar" "$1" "$d/busybox" /bin/sh
-    oci_archive "$d/pause.tar" "$2" "$d/pause" /pause
+    # SIGKILL: a stop signal that reaches the sandbox before its process
+    # has set its handlers is dropped (it is its PID namespace's init), and
+    # CRI-O then waits out its whole stop timeout (about 5 minutes). critest
+    # stops some pods milliseconds after starting them. containerd kills
+    # sandboxes anyway; for CRI-O this makes the stop immediate.
+    OCI_STOP_SIGNAL=SIGKILL oci_archive "$d/pause.tar" "$2" "$d/pause" /pause
 }
 
 # cni_config BRIDGE SUBNET: $E2E_WORK/cni/10-nrirs-e2e.conflist, a bridge with
@@ -655,4 +662,133 @@ go_test_binary() {
     set -e
     [ "${E2E_VERBOSE:-0}" = 1 ] && cat "$logf" >&2
     return "$rc"
+}
+
+# --- critest (cri-tools' NRI conformance specs) ----------------------------------
+#
+# critest's NRI specs ("[k8s.io] NRI", pkg/validate/nri_linux.go of
+# sigs.k8s.io/cri-tools) run against the daemon the script started, with
+# its NRI configuration left at the runtime's defaults. critest fetches its
+# test image with CRI PullImage; a registry of our own
+# (tests/e2e/registry, standard library only) serves the busybox image
+# built offline, and the runtime is told to use it as the mirror of
+# registry.k8s.io. E2E_CRITEST=0 leaves critest out.
+
+E2E_CRITEST=${E2E_CRITEST:-1}
+CRITEST_VERSION=${CRITEST_VERSION:-v1.37.0}
+CRITEST_IMAGE=registry.k8s.io/e2e-test-images/busybox:1.29-2
+CRITEST_FOCUS='\[k8s\.io\] NRI '
+
+# build_critest: critest (a `go test -c` binary, built in module mode from
+# the module proxy's copy) and the registry, into $E2E_BUILD/bin/critest-V,
+# unless already there for the same inputs. Sets CRITEST_BIN.
+build_critest() {
+    local dir key t
+    t=$(date +%s)
+    CRITEST_BIN=$E2E_BUILD/bin/critest-$CRITEST_VERSION
+    key=$( (
+        echo "$CRITEST_VERSION"
+        go version
+        cat "$E2E_HERE/registry/main.go"
+    ) | sha256sum | cut -c1-16)
+    if [ "$(cat "$CRITEST_BIN/.key" 2>/dev/null)" = "$key" ]; then
+        log "critest $CRITEST_VERSION and the registry are up to date in $CRITEST_BIN"
+        return
+    fi
+    log "building critest $CRITEST_VERSION and the registry into $CRITEST_BIN"
+    dir=$(cd "$E2E_BUILD" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/cri-tools@$CRITEST_VERSION" |
+        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    if [ -z "$dir" ] || [ ! -f "$dir/go.mod" ]; then
+        die "could not download sigs.k8s.io/cri-tools@$CRITEST_VERSION from the Go module proxy"
+    fi
+    rm -rf "$CRITEST_BIN"
+    mkdir -p "$CRITEST_BIN"
+    (cd "$dir" && GOFLAGS=-mod=mod CGO_ENABLED=0 nice -n 10 go test -c -o "$CRITEST_BIN/critest" ./cmd/critest) >&2 ||
+        die "building critest failed"
+    (cd "$E2E_HERE/registry" && GOFLAGS="" CGO_ENABLED=0 go build -o "$CRITEST_BIN/registry" main.go) >&2 ||
+        die "building tests/e2e/registry failed"
+    echo "$key" >"$CRITEST_BIN/.key"
+    log "critest built in $(($(date +%s) - t))s"
+}
+
+# start_registry: critest's image, packed from the busybox rootfs
+# test_images made, served over HTTP on a free port of 127.0.0.1 (in
+# REGISTRY_PORT) until the end of the run.
+start_registry() {
+    local d=$E2E_WORK/registry
+    mkdir -p "$d/busybox"
+    oci_archive "$d/busybox.tar" "$CRITEST_IMAGE" "$E2E_WORK/images/busybox" /bin/sh
+    tar -C "$d/busybox" -xf "$d/busybox.tar"
+    rm -f "$d/busybox.tar"
+    "$CRITEST_BIN/registry" -port-file "$d/port" "$d/busybox" >"$E2E_WORK/registry.log" 2>&1 &
+    E2E_REGISTRY=$!
+    on_exit_do stop_registry
+    wait_for 20 "the registry" test -s "$d/port" ||
+        { cat "$E2E_WORK/registry.log" >&2; die "the test registry did not start"; }
+    REGISTRY_PORT=$(cat "$d/port")
+    log "test registry on 127.0.0.1:$REGISTRY_PORT serves $CRITEST_IMAGE"
+}
+
+stop_registry() {
+    [ -n "${E2E_REGISTRY:-}" ] || return 0
+    kill "$E2E_REGISTRY" 2>/dev/null || true
+    wait "$E2E_REGISTRY" 2>/dev/null || true
+    E2E_REGISTRY=
+}
+
+# critest_plugin_names: the names critest's NRI plugins register with, as
+# its source spells them; the per-pod concurrency run opts them all in.
+critest_plugin_names() {
+    local dir
+    dir=$(cd "$E2E_BUILD" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/cri-tools@$CRITEST_VERSION" |
+        sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    grep -ohE '"cri-test-nri-[a-z0-9-]+"' "$dir/pkg/validate/"nri*.go | tr -d '"' | sort -u | paste -sd, -
+}
+
+# run_critest NAME ENDPOINT NRI_SOCKET: critest's NRI specs, serially, with
+# a 10 minute limit. Logs the skip reasons and failures; sets CRITEST_LINE
+# ("critest-NAME: N passed, N failed, N skipped"), CRITEST_FAILED and
+# CRITEST_SECS.
+run_critest() {
+    local name=$1 endpoint=$2 sock=$3 logf total passed failed skipped rc t
+    t=$(date +%s)
+    logf=$E2E_WORK/critest-$name.log
+    total=$("$CRITEST_BIN/critest" --ginkgo.dry-run --ginkgo.no-color --nri-socket="$sock" \
+        --ginkgo.focus="$CRITEST_FOCUS" 2>/dev/null | sed -n 's/^Ran \([0-9]*\) of .*/\1/p')
+    if [ -z "$total" ] || [ "$total" = 0 ]; then
+        die "critest $CRITEST_VERSION lists no NRI spec"
+    fi
+    log "critest $CRITEST_VERSION: $total NRI specs against $endpoint ($name)"
+    rc=0
+    (cd "$E2E_WORK" && exec timeout 600 "$CRITEST_BIN/critest" --runtime-endpoint="$endpoint" \
+        --image-endpoint="$endpoint" --nri-socket="$sock" --ginkgo.focus="$CRITEST_FOCUS" \
+        --ginkgo.no-color --ginkgo.v --ginkgo.timeout=9m) >"$logf" 2>&1 &
+    wait $! || rc=$?
+    passed=$(sed -n 's/.* \([0-9]*\) Passed | .*/\1/p' "$logf" | tail -1)
+    failed=$(sed -n 's/.* | \([0-9]*\) Failed | .*/\1/p' "$logf" | tail -1)
+    if [ -z "$passed" ] || [ -z "$failed" ]; then
+        tail -40 "$logf" >&2
+        passed=${passed:-0}
+        failed=$((total - passed))
+    fi
+    skipped=$((total - passed - failed))
+    if [ "$rc" -ne 0 ] && [ "$failed" = 0 ]; then
+        tail -40 "$logf" >&2
+        failed=1
+    fi
+    # Ginkgo repeats a skip's reason as "[SKIPPED] <reason>" (shortened
+    # here: containerd's names every container it lost); failures are named
+    # in the summary.
+    grep -E '^\s*\[SKIPPED\] ' "$logf" | grep -vE '\[SKIPPED\] in \[' |
+        sed -E 's/^ *\[SKIPPED\] //; s/ \(\[[0-9a-f ]+\]\)//' | cut -c1-200 | sort | uniq -c |
+        sed -E 's/^ *([0-9]+) /e2e:   skipped (\1): /' >&2 || true
+    grep -E '^\s*\[FAIL\] ' "$logf" | sed 's/^ */e2e:   /' >&2 || true
+    # shellcheck disable=SC2034 # read by the sourcing script's summary
+    CRITEST_LINE="critest-$name: $passed passed, $failed failed, $skipped skipped"
+    log "$CRITEST_LINE"
+    # shellcheck disable=SC2034
+    CRITEST_FAILED=$failed
+    # shellcheck disable=SC2034
+    CRITEST_SECS=$(($(date +%s) - t))
+    [ "$failed" = 0 ] || E2E_KEEP=1
 }
