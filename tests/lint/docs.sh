@@ -42,3 +42,6 @@ for path in sys.stdin.read().split("\0"):
 sys.exit(status)
 '
 echo "docs: links resolve and stay inside the repository"
+
+# Measured figures in hand-written text come from the committed results.
+python3 tests/lint/figures.py
