@@ -291,7 +291,7 @@ type AuditFunc func(record []byte)
 // changed with the plugin that changed it, the merged values (environment
 // values redacted unless WithAuditEnvValues), each validator's verdict and
 // the plugins' identities. Records are deterministic and at most 64 KiB
-// (WithAuditRecordLimit). docs/SECURITY.md describes the fields. Without
+// (WithAuditRecordLimit). docs/THREAT-MODEL.md describes the fields. Without
 // it, as upstream, nothing is recorded.
 func WithAuditLog(fn AuditFunc) Option {
 	return func(r *Adaptation) error {

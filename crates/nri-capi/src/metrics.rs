@@ -229,7 +229,7 @@ impl DeprecationRecorder for FfiDeprecation {
 }
 
 /// Given each audit record as one line of JSON (`json`, NUL-terminated,
-/// `len` bytes without the NUL; see docs/SECURITY.md for its fields). Runs
+/// `len` bytes without the NUL; see docs/THREAT-MODEL.md for its fields). Runs
 /// on the adaptation's audit thread, one record at a time in event order;
 /// it may block (events wait only once 1024 records are queued), but must
 /// not call the library.
