@@ -138,11 +138,67 @@ if [ $# -eq 0 ]; then
     read -ra versions <<<"$conformance_versions"
     set -- "${versions[@]}"
 fi
+# The report lines also go to build/conformance/report.txt, and their
+# counts to build/conformance/summary.json; the docs quote the counts from
+# docs/conformance.json (tests/lint/figures.py checks the quotes), so a run
+# whose counts differ from that file's fails until it is updated.
+# NRI_CONFORMANCE_RECORD=1 writes this run's counts into it instead (only
+# when every suite agreed with known-differences.txt).
+out_dir="$repo_root/build/conformance"
+mkdir -p "$out_dir"
+: >"$out_dir/report.txt"
 failed=()
 for version in "$@"; do
-    run_one "$version" || failed+=("$version")
+    run_one "$version" | tee -a "$out_dir/report.txt" || failed+=("$version")
 done
+counts_ok=1
+python3 - "$out_dir/report.txt" "$out_dir/summary.json" "$repo_root/docs/conformance.json" \
+    "${NRI_CONFORMANCE_RECORD:-0}" "${#failed[@]}" <<'PY' || counts_ok=0
+import json, os, re, sys
+
+report, summary, committed_path, record, failures = sys.argv[1:6]
+line = re.compile(r"^upstream NRI (v\S+) pkg/adaptation suite on nri-rs: "
+                  r"(\d+) passed, (\d+) failed, (\d+) skipped")
+got = {}
+for text in open(report, encoding="utf-8"):
+    m = line.match(text)
+    if m:
+        got[m[1]] = {"passed": int(m[2]), "failed": int(m[3]), "skipped": int(m[4])}
+with open(summary, "w", encoding="utf-8") as f:
+    json.dump({"upstream_suite": got}, f, indent=2)
+    f.write("\n")
+
+committed = {"upstream_suite": {}}
+if os.path.exists(committed_path):
+    with open(committed_path, encoding="utf-8") as f:
+        committed = json.load(f)
+suites = committed.setdefault("upstream_suite", {})
+if record == "1":
+    if failures != "0":
+        print("conformance: not recording counts of a run that failed", file=sys.stderr)
+        sys.exit(1)
+    suites.update(got)
+    committed["upstream_suite"] = dict(sorted(suites.items(), key=lambda kv: [int(x) for x in kv[0][1:].split(".")]))
+    with open(committed_path, "w", encoding="utf-8") as f:
+        json.dump(committed, f, indent=2)
+        f.write("\n")
+    print(f"conformance: recorded the counts of {', '.join(got)} in docs/conformance.json")
+    sys.exit(0)
+differ = [v for v in got if suites.get(v) != got[v]]
+for v in differ:
+    was = suites.get(v)
+    said = f"{was['passed']} passed, {was['failed']} failed, {was['skipped']} skipped" if was else "nothing"
+    now = got[v]
+    print(f"conformance: {v}: {now['passed']} passed, {now['failed']} failed, {now['skipped']} skipped; "
+          f"docs/conformance.json says {said}", file=sys.stderr)
+if differ:
+    print("conformance: the counts differ from docs/conformance.json, which the docs quote. If this run is "
+          "right, record it with `NRI_CONFORMANCE_RECORD=1 make conformance` and correct the quotes "
+          "`make lint-docs` then points at", file=sys.stderr)
+    sys.exit(1)
+PY
 if [ "${#failed[@]}" -gt 0 ]; then
     echo "conformance: upstream's suite disagrees with known-differences.txt for ${failed[*]}" >&2
     exit 1
 fi
+[ "$counts_ok" = 1 ] || exit 1
