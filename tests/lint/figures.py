@@ -14,7 +14,8 @@ decimals as the figure is written with (`0.43` against 0.4339...;
 thousands separators allowed). The expression gives the value in the
 unit the text uses (`size("host", "growth") / 1e6` for megabytes).
 
-Checked: README.md and docs/*.md, except code (fenced, indented, inline)
+Checked: the Markdown files at the top of the repository (README.md,
+CONTRIBUTING.md, ...) and docs/*.md, except code (fenced, indented, inline)
 and generated sections: from an HTML comment that says "generated" or
 "<name>:begin" to one that starts with "end" or "<name>: end"; their
 generators write them from the same files.
@@ -26,7 +27,7 @@ It fails on:
     in hand-written text that no fig comment verifies.
 Figures from docs/e2e.json are skipped while that file does not exist.
 
-    figures.py [FILE...]   (default: README.md and docs/*.md)
+    figures.py [FILE...]   (default: *.md and docs/*.md)
 """
 
 import glob
@@ -223,7 +224,7 @@ def check_file(path):
 
 
 def main(argv):
-    files = argv[1:] or [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(DOCS, "*.md")))
+    files = argv[1:] or sorted(glob.glob(os.path.join(ROOT, "*.md"))) + sorted(glob.glob(os.path.join(DOCS, "*.md")))
     errors, checked, skipped = [], 0, 0
     for path in files:
         e, c, s = check_file(path)
