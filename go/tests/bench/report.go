@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -227,25 +228,7 @@ func markdown(r *results, resultsName, pngRel string) string {
 	w("allocations are not Go allocations), and the growth of the runtime process's peak RSS over the loop. ")
 	w("\"× floor\" is p50 divided by (round trips per operation × the raw socket-pair round trip).\n\n")
 
-	w("## Targets\n\nA missed row says what limits it, as measured; \"What limits the targets\" below has the profiles.\n\n")
-	w("| target | measured (nri-rs / reference) | ratio | limit | | what limits it |\n|---|---|---|---|---|---|\n")
-	for _, t := range r.Targets {
-		verdict := "missed"
-		if t.Missing {
-			verdict = "not measured"
-		} else if t.Met {
-			verdict = "**met**"
-		}
-		ratio, limit := fmtRatio(t.Ratio), fmt.Sprintf("≤ %g×", t.Limit)
-		if t.AtLeast {
-			limit = fmt.Sprintf("≥ %g×", t.Limit)
-		}
-		if t.Limit > 100 { // an absolute count, not a ratio
-			ratio, limit = fmt.Sprintf("%.0f", t.Ratio), fmt.Sprintf("≤ %.0f", t.Limit)
-		}
-		w("| %s | %s | %s | %s | %s | %s |\n", t.What, t.Measured, ratio, limit, verdict, t.Limits)
-	}
-	w("\n")
+	writeTargets(w, r.Targets)
 	if len(r.Instructions) > 0 {
 		w("## Instructions of the core\n\nCallgrind of `nri-bench-core` in its `wire` layout: the C ABI's path for ")
 		w("CreateContainer (decode the request, the plugin hops, merge, encode the answer), typical Rust-stub plugins, ")
@@ -285,44 +268,7 @@ func markdown(r *results, resultsName, pngRel string) string {
 	w("are Go's ttrpc v1.2.7 client in this process and a server in a child process, carrying the real ")
 	w("CreateContainer request and a 4-plugin response.\n\n")
 
-	w("## Cases\n\n")
-	w("| case | runtime | plugins on | p50 | p99 | p50 vs upstream | runtime CPU/op | CPU vs upstream | Go allocs/op | RSS growth | × floor |\n")
-	w("|---|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, c := range r.Cases {
-		if c.Kind == "floor" || c.Kind == "storm" { // the storm has a section of its own
-			continue
-		}
-		floor, trips := r.floorFor(&c)
-		for _, cf := range c.Configs {
-			// Upstream has one WASM configuration: every nri-rs one is
-			// measured against it.
-			refStub := cf.Stub
-			if refStub == stubWasmFirst || refStub == stubWasmLent {
-				refStub = stubWasm
-			}
-			ref := r.find(c.Name, implUpstream, refStub)
-			p50r, cpur := "", ""
-			if cf.Impl == implNriRs && ref != nil && len(cf.Rounds) > 0 {
-				p50r, cpur = fmtRatio(cf.P50us/ref.P50us), fmtRatio(cf.CPUusPerOp/ref.CPUusPerOp)
-			}
-			dist := "–"
-			if floor > 0 && trips > 0 && cf.P50us > 0 && c.Kind != "start" {
-				dist = fmt.Sprintf("%.0f×", cf.P50us/(floor*float64(trips)))
-			}
-			if len(cf.Rounds) == 0 {
-				w("| %s | %s | %s | failed: %s | | | | | | | |\n", c.Title, cf.Impl, stubLabel(cf.Stub), strings.Join(cf.Errors, "; "))
-				continue
-			}
-			// Side by side, the process's growth is no one configuration's.
-			rss := fmtKiB(cf.RSSGrowthKiB)
-			if c.Paired {
-				rss = "–"
-			}
-			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Title, cf.Impl, stubLabel(cf.Stub),
-				fmtUs(cf.P50us), fmtUs(cf.P99us), p50r, fmtUs(cf.CPUusPerOp), cpur, fmtCount(cf.AllocsPerOp),
-				rss, dist)
-		}
-	}
+	writeCases(w, r)
 	for _, c := range r.Cases {
 		if c.Note != "" {
 			w("\n`%s`: %s.\n", c.Name, c.Note)
@@ -381,16 +327,21 @@ func markdown(r *results, resultsName, pngRel string) string {
 			}
 		}
 	}
-	w("\n| sync case | plugin stub | runtime | plugin peak RSS |\n|---|---|---|---|\n")
+	w("\n| sync case | plugin peak RSS, go stub: upstream / nri-rs | rust stub: upstream / nri-rs |\n|---|---|---|\n")
 	for _, c := range r.Cases {
 		if c.Kind != "sync" {
 			continue
 		}
-		for _, cf := range c.Configs {
-			if len(cf.Rounds) > 0 {
-				w("| %s | %s | %s | %s |\n", c.Name, cf.Stub, cf.Impl, fmtKiB(cf.PluginPeakRSSKiB))
+		cell := func(stub string) string {
+			peak := func(impl string) string {
+				if cf := r.find(c.Name, impl, stub); cf != nil {
+					return fmtKiB(cf.PluginPeakRSSKiB)
+				}
+				return "–"
 			}
+			return peak(implUpstream) + " / " + peak(implNriRs)
 		}
+		w("| %s | %s | %s |\n", c.Name, cell(stubGo), cell(stubRust))
 	}
 	w("\n")
 
@@ -402,19 +353,47 @@ func markdown(r *results, resultsName, pngRel string) string {
 		w("between events, so a lower bound rather than an option). `multi1`/`multi2`: tokio's multi-thread runtime with 1 or 2 workers. ")
 		w("`wire` is `dedicated` with each request given encoded, decoded and answered on the core's thread, as the C ABI relays it ")
 		w("(the others are given the request decoded: the difference is the decoding).\n\n")
-		w("| layout | plugins on | p50 | p99 | CPU/op (whole process) | p50 vs dedicated |\n|---|---|---|---|---|---|\n")
+		// A row per layout, a group of columns per plugin stub.
+		var stubs, names []string
 		for _, l := range r.Layouts {
-			var ded float64
-			for _, d := range r.Layouts {
-				if d.Layout == "dedicated" && d.Stub == l.Stub {
-					ded = d.P50us
+			if !slices.Contains(stubs, l.Stub) {
+				stubs = append(stubs, l.Stub)
+			}
+			if !slices.Contains(names, l.Layout) {
+				names = append(names, l.Layout)
+			}
+		}
+		w("| layout |")
+		for _, st := range stubs {
+			w(" plugins on %s stub: p50 / p99 / CPU per op (whole process) | p50 vs dedicated |", st)
+		}
+		w("\n|---|%s\n", strings.Repeat("---|---|", len(stubs)))
+		for _, name := range names {
+			w("| %s |", name)
+			for _, st := range stubs {
+				var l, ded *layoutResult
+				for i := range r.Layouts {
+					if r.Layouts[i].Stub == st && r.Layouts[i].Layout == name {
+						l = &r.Layouts[i]
+					}
+					if r.Layouts[i].Stub == st && r.Layouts[i].Layout == "dedicated" {
+						ded = &r.Layouts[i]
+					}
+				}
+				switch {
+				case l == nil:
+					w(" – | |")
+				case len(l.Rounds) == 0:
+					w(" failed: %s | |", strings.Join(l.Errors, "; "))
+				default:
+					ratio := "–"
+					if ded != nil && ded.P50us > 0 {
+						ratio = fmtRatio(l.P50us / ded.P50us)
+					}
+					w(" %s / %s / %s | %s |", fmtUs(l.P50us), fmtUs(l.P99us), fmtUs(l.CPUusPerOp), ratio)
 				}
 			}
-			if len(l.Rounds) == 0 {
-				w("| %s | %s stub | failed: %s | | | |\n", l.Layout, l.Stub, strings.Join(l.Errors, "; "))
-				continue
-			}
-			w("| %s | %s stub | %s | %s | %s | %s |\n", l.Layout, l.Stub, fmtUs(l.P50us), fmtUs(l.P99us), fmtUs(l.CPUusPerOp), fmtRatio(l.P50us/ded))
+			w("\n")
 		}
 		w("\n")
 	}
@@ -435,4 +414,90 @@ func markdown(r *results, resultsName, pngRel string) string {
 		w("\n")
 	}
 	return b.String()
+}
+
+// writeCases writes the case table: a row per configuration of nri-rs,
+// each figure beside upstream's for the same case and plugins (upstream
+// → nri-rs), and a row of its own for an upstream configuration that no
+// nri-rs one is measured against.
+func writeCases(w func(string, ...any), r *results) {
+	w("## Cases\n\nEach cell is upstream → nri-rs, the ratio nri-rs / upstream in brackets.\n\n")
+	w("| case | plugins on | p50 | p99 | runtime CPU/op | Go allocs/op | RSS growth | × floor |\n")
+	w("|---|---|---|---|---|---|---|---|\n")
+	for _, c := range r.Cases {
+		if c.Kind == "floor" || c.Kind == "storm" { // the storm has a section of its own
+			continue
+		}
+		floor, trips := r.floorFor(&c)
+		dist := func(cf *configResult) string {
+			if cf == nil || floor <= 0 || trips <= 0 || cf.P50us <= 0 || c.Kind == "start" {
+				return "–"
+			}
+			return fmt.Sprintf("%.0f×", cf.P50us/(floor*float64(trips)))
+		}
+		// Side by side, the process's growth is no one configuration's.
+		rss := func(cf *configResult) string {
+			if cf == nil || c.Paired {
+				return "–"
+			}
+			return fmtKiB(cf.RSSGrowthKiB)
+		}
+		pair := func(up, rs *configResult, f func(*configResult) string) string {
+			a, b := "–", "–"
+			if up != nil {
+				a = f(up)
+			}
+			if rs != nil {
+				b = f(rs)
+			}
+			if a == "–" && b == "–" {
+				return "–"
+			}
+			return a + " → " + b
+		}
+		withRatio := func(up, rs *configResult, of func(*configResult) float64) string {
+			s := pair(up, rs, func(cf *configResult) string { return fmtUs(of(cf)) })
+			if up != nil && rs != nil && of(up) > 0 {
+				s += " (" + fmtRatio(of(rs)/of(up)) + ")"
+			}
+			return s
+		}
+		row := func(up, rs *configResult, stub string) {
+			w("| %s | %s | %s | %s | %s | %s | %s | %s |\n", c.Title, stubLabel(stub), withRatio(up, rs, p50Of),
+				pair(up, rs, func(cf *configResult) string { return fmtUs(cf.P99us) }), withRatio(up, rs, cpuOf),
+				pair(up, rs, func(cf *configResult) string { return fmtCount(cf.AllocsPerOp) }), pair(up, rs, rss),
+				pair(up, rs, dist))
+		}
+		referenced := map[*configResult]bool{}
+		for i := range c.Configs {
+			cf := &c.Configs[i]
+			if cf.Impl != implNriRs {
+				continue
+			}
+			if len(cf.Rounds) == 0 {
+				w("| %s | %s | failed: %s | | | | | |\n", c.Title, stubLabel(cf.Stub), strings.Join(cf.Errors, "; "))
+				continue
+			}
+			// Upstream has one WASM configuration: every nri-rs one is
+			// measured against it.
+			refStub := cf.Stub
+			if refStub == stubWasmFirst || refStub == stubWasmLent {
+				refStub = stubWasm
+			}
+			ref := r.find(c.Name, implUpstream, refStub)
+			referenced[ref] = true
+			row(ref, cf, cf.Stub)
+		}
+		for i := range c.Configs {
+			cf := &c.Configs[i]
+			if cf.Impl != implUpstream || referenced[cf] {
+				continue
+			}
+			if len(cf.Rounds) == 0 {
+				w("| %s | %s | upstream failed: %s | | | | | |\n", c.Title, stubLabel(cf.Stub), strings.Join(cf.Errors, "; "))
+				continue
+			}
+			row(cf, nil, cf.Stub)
+		}
+	}
 }

@@ -15,9 +15,13 @@ type target struct {
 	AtLeast bool `json:"at_least,omitempty"`
 	Met     bool `json:"met"`
 	Missing bool `json:"missing,omitempty"` // a figure was not measured
-	// What limits the figure, as measured (see PERFORMANCE.md's hand-written
-	// part); shown when the target is missed.
+	// What limits the figure, as measured (PERFORMANCE.md's hand-written
+	// part has more); shown when the target is missed.
 	Limits string `json:"limits,omitempty"`
+	// Family names the targets that share one limit over many cases (every
+	// event case's CPU, say), which the report gives one row; empty for a
+	// target of its own.
+	Family string `json:"-"`
 }
 
 func (r *results) find(caseName, impl, stub string) *configResult {
@@ -70,25 +74,25 @@ func fmtVal(v float64, unit string) string {
 }
 
 // What limits the targets that a run misses, from the profiles in
-// PERFORMANCE.md's hand-written part ("What limits the targets").
+// PERFORMANCE.md's hand-written part ("What is still missed, and why").
 const (
 	limitsBoundary = "with more than one plugin, an external validator or the audit log, the core decodes the request's " +
 		"container (rust-protobuf: ~130,000 instructions, frees included; the pod stays encoded unless a validator, the " +
 		"audit log or a builtin plugin reads it), encodes it again for each later plugin and encodes the answer, work " +
 		"upstream does not have, besides the Go side's own marshalling, which is upstream's. What would close it: " +
 		"patching the container's bytes between plugins instead of encoding it again, and a decoder that borrows the " +
-		"request's strings (4. below)"
+		"request's strings"
 	limitsOneHop = "the boundary: the request leaves from the Go caller's thread, but the plugin's answer wakes the " +
 		"core's thread, which reads it and hands the result to the caller's: one thread wake-up upstream does not " +
 		"have, dear on these VMs when the woken thread's CPU is idle (perf sched; the raw floor unpinned against " +
 		"pinned). Go marshals the request and unmarshals the answer as upstream does; the core's own part is ~100,000 " +
 		"instructions, over a third of them the check of the request's bytes, the rest the reply decoded and merged " +
-		"and the answer encoded. What would close it: the caller reading the reply itself, and a cheaper check (1. below)"
+		"and the answer encoded. What would close it: the caller reading the reply itself, and a cheaper check"
 	limitsValidator = "the boundary, as for one plugin alone, and the default validator's share: ~36,000 instructions " +
 		"(the pod and the container as the validator reads them taken from the request's bytes, the checks), where " +
 		"upstream's builtin validator reads its Go objects"
 	limitsWasm = "the module runs as Cranelift compiled it, with every bound checked by its code (no signal " +
-		"handlers; see \"WASM plugins\" below), where wazero's code relies on guard pages; the core's part is as for " +
+		"handlers), where wazero's code relies on guard pages; the core's part is as for " +
 		"one ttrpc plugin, plus a hop to tokio's blocking pool and back"
 	limitsWasmFirstStart = "the module runs on wazero, which go/adaptation lends the core, compiled as upstream compiles " +
 		"it at every start; the core's part is reading the file and asking the cache"
@@ -97,11 +101,11 @@ const (
 		"the lent row of the instruction counts, over 40 % of it the check) and a cgo callback into the engine"
 	limitsLarge = "the 3.3 MB reply is decoded by the core and the merged reply encoded again and decoded by " +
 		"go/adaptation, where upstream decodes once; decoding it into rust-protobuf's owned strings and maps is most " +
-		"of the core's part (5. below)"
+		"of the core's part"
 	limitsHop = "rust-protobuf decoding, encoding again and freeing the container (the pod stays encoded), malloc/free " +
 		"(over a quarter), the copies of each request and reply between the mux and the ttrpc client, and tokio's " +
 		"wake-ups. What would close it: patching the container's bytes between plugins instead of encoding it again, " +
-		"and a decoder that borrows the request's strings (4. below)"
+		"and a decoder that borrows the request's strings"
 	limitsPluginCPU = "about 40 % of the Rust plugin's CPU is the kernel's (one wake-up, one read and one write per " +
 		"event); of its ~214,000 instructions per event three quarters are rust-protobuf decoding the request into " +
 		"owned strings, maps and boxes and freeing them, glibc's malloc and free a third of all. What would close it: " +
@@ -155,8 +159,10 @@ func evaluateTargets(r *results) []target {
 				if stub == stubWasm {
 					plugins = "WASM plugins"
 				}
-				add(ratioTarget(fmt.Sprintf("%s, %s: %s, nri-rs / upstream", c.Title, plugins, m.what), m.limit,
-					val(rs, m.of), val(up, m.of), "us", rs != nil && up != nil), limits)
+				t := ratioTarget(fmt.Sprintf("%s, %s: %s, nri-rs / upstream", c.Title, plugins, m.what), m.limit,
+					val(rs, m.of), val(up, m.of), "us", rs != nil && up != nil)
+				t.Family = fmt.Sprintf("every event case with plugins, each stub: %s, nri-rs / upstream", m.what)
+				add(t, limits)
 			}
 		}
 	}
@@ -191,8 +197,10 @@ func evaluateTargets(r *results) []target {
 			continue
 		}
 		for _, m := range eventMeasures {
-			add(ratioTarget(fmt.Sprintf("CreateContainer, 1 typical %s-stub plugin, side by side: %s, nri-rs / upstream", stub, m.what), 1,
-				val(rs, m.of), val(up, m.of), "us", rs != nil && up != nil), limitsOneHop)
+			t := ratioTarget(fmt.Sprintf("CreateContainer, 1 typical %s-stub plugin, side by side: %s, nri-rs / upstream", stub, m.what), 1,
+				val(rs, m.of), val(up, m.of), "us", rs != nil && up != nil)
+			t.Family = fmt.Sprintf("CreateContainer, 1 typical plugin, side by side, each stub: %s, nri-rs / upstream", m.what)
+			add(t, limitsOneHop)
 		}
 	}
 	// A module nri-rs's cache lacks runs on the wazero engine go/adaptation
