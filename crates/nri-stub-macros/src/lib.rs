@@ -26,6 +26,46 @@ const HANDLERS: [(&str, u32); 14] = [
     ("validate_container_adjustment", 14),
 ];
 
+/// Subscribes an NRI plugin to the events whose handlers its `impl
+/// Plugin` block defines (use it as `#[nri_stub::plugin]`, re-exported by
+/// nri-stub).
+///
+/// Put it on the `impl nri_stub::Plugin for T { ... }` block. It adds the
+/// trait's one required method, `implemented_events`, returning the events
+/// of the handler methods present in the block (`run_pod_sandbox` ->
+/// RunPodSandbox, `create_container` -> CreateContainer, ...). The stub
+/// subscribes the plugin to those events, unless the plugin's `configure`
+/// or `StubBuilder::events` narrows the set. Deleting a handler thus
+/// unsubscribes the plugin from its event. `configure`, `synchronize` and
+/// `shutdown` are not events and do not count.
+///
+/// ```
+/// use nri_stub::api::{PodSandbox, EventMask};
+/// use nri_stub::{HandlerResult, Plugin};
+///
+/// struct PodLogger;
+///
+/// #[nri_stub::plugin]
+/// impl Plugin for PodLogger {
+///     async fn run_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
+///         println!("started {}/{}", pod.namespace, pod.name);
+///         Ok(())
+///     }
+///
+///     async fn remove_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
+///         println!("removed {}/{}", pod.namespace, pod.name);
+///         Ok(())
+///     }
+/// }
+///
+/// let events = PodLogger.implemented_events();
+/// assert_eq!(events.to_string(), "RunPodSandbox,RemovePodSandbox");
+/// ```
+///
+/// It takes no arguments, and refuses a block that already defines
+/// `implemented_events` or is not an `impl` block. It reads only method
+/// names: a handler must be written in the block itself (not produced by
+/// another macro) to count.
 #[proc_macro_attribute]
 pub fn plugin(attr: TokenStream, item: TokenStream) -> TokenStream {
     if !attr.is_empty() {
