@@ -39,28 +39,9 @@ const HANDLERS: [(&str, u32); 14] = [
 /// unsubscribes the plugin from its event. `configure`, `synchronize` and
 /// `shutdown` are not events and do not count.
 ///
-/// ```
-/// use nri_stub::api::{PodSandbox, EventMask};
-/// use nri_stub::{HandlerResult, Plugin};
-///
-/// struct PodLogger;
-///
-/// #[nri_stub::plugin]
-/// impl Plugin for PodLogger {
-///     async fn run_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
-///         println!("started {}/{}", pod.namespace, pod.name);
-///         Ok(())
-///     }
-///
-///     async fn remove_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
-///         println!("removed {}/{}", pod.namespace, pod.name);
-///         Ok(())
-///     }
-/// }
-///
-/// let events = PodLogger.implemented_events();
-/// assert_eq!(events.to_string(), "RunPodSandbox,RemovePodSandbox");
-/// ```
+/// Its example is on nri-stub's re-export, `nri_stub::plugin`, where it is
+/// compiled and run as a doc test (the stub cannot be this crate's
+/// dependency: it depends on this crate).
 ///
 /// It takes no arguments, and refuses a block that already defines
 /// `implemented_events` or is not an `impl` block. It reads only method

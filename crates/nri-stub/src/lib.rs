@@ -71,6 +71,30 @@ mod service;
 
 /// The NRI protocol types, re-exported so a plugin needs one dependency.
 pub use nri_api as api;
+/// Subscribes a [`Plugin`] to the events its handlers cover:
+///
+/// ```
+/// use nri_stub::api::PodSandbox;
+/// use nri_stub::{HandlerResult, Plugin};
+///
+/// struct PodLogger;
+///
+/// #[nri_stub::plugin]
+/// impl Plugin for PodLogger {
+///     async fn run_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
+///         println!("started {}/{}", pod.namespace, pod.name);
+///         Ok(())
+///     }
+///
+///     async fn remove_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
+///         println!("removed {}/{}", pod.namespace, pod.name);
+///         Ok(())
+///     }
+/// }
+///
+/// let events = PodLogger.implemented_events();
+/// assert_eq!(events.to_string(), "RunPodSandbox,RemovePodSandbox");
+/// ```
 pub use nri_stub_macros::plugin;
 
 use std::os::fd::{FromRawFd, OwnedFd};
