@@ -537,3 +537,154 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use nri_stub::api::{ContainerAdjustment, Hook, Hooks};
+    use nri_stub::HandlerResult;
+
+    use super::*;
+
+    /// Adjusts by container name: `bad` fails, `hooked` gets an OCI hook,
+    /// anything else an annotation. Stopping a container hands its CPU to
+    /// `other`; synchronizing updates every existing container.
+    struct Picky;
+
+    #[nri_stub::plugin]
+    impl Plugin for Picky {
+        async fn synchronize(
+            &self,
+            _pods: Vec<PodSandbox>,
+            containers: Vec<Container>,
+        ) -> HandlerResult<Vec<ContainerUpdate>> {
+            Ok(containers
+                .iter()
+                .map(|c| {
+                    let mut u = ContainerUpdate::for_container(c.id.clone());
+                    u.set_linux_cpu_shares(256);
+                    u
+                })
+                .collect())
+        }
+
+        async fn create_container(
+            &self,
+            _pod: &PodSandbox,
+            ctr: &Container,
+        ) -> HandlerResult<(ContainerAdjustment, Vec<ContainerUpdate>)> {
+            let mut adjust = ContainerAdjustment::new();
+            match ctr.name.as_str() {
+                "bad" => return Err("no bad containers".into()),
+                "hooked" => adjust.add_hooks(Hooks {
+                    prestart: vec![Hook {
+                        path: "/bin/true".to_string(),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                _ => adjust.add_annotation("picky", "yes"),
+            }
+            Ok((adjust, Vec::new()))
+        }
+
+        async fn stop_container(
+            &self,
+            pod: &PodSandbox,
+            _ctr: &Container,
+        ) -> HandlerResult<Vec<ContainerUpdate>> {
+            let mut update = ContainerUpdate::for_container(container(pod, "other").id);
+            update.set_linux_cpu_shares(2048);
+            Ok(vec![update])
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn replies_come_back_merged_and_errors_fail_the_request() {
+        let web = pod("default", "web");
+        let other = container(&web, "other");
+        let runtime = TestRuntime::builder()
+            .name("picky")
+            .idx("10")
+            .existing(vec![web.clone()], vec![other.clone()])
+            .start(Picky)
+            .await
+            .unwrap();
+        assert!(runtime.adaptation().has_plugin("10-picky"));
+        assert_eq!(runtime.stub().full_name(), "10-picky");
+        let synced = runtime.sync_updates();
+        assert_eq!(synced.len(), 1);
+        assert_eq!(synced[0].container_id, other.id);
+
+        let app = container(&web, "app");
+        let created = runtime.create_container(&web, &app).await.unwrap();
+        assert_eq!(created.adjust.annotations.get("picky").unwrap(), "yes");
+        let err = runtime
+            .create_container(&web, &container(&web, "bad"))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("no bad containers"), "{err}");
+
+        let stopped = runtime.stop_container(&web, &app).await.unwrap();
+        assert_eq!(stopped.update.len(), 1);
+        assert_eq!(stopped.update[0].container_id, other.id);
+
+        let mut update = ContainerUpdate::for_container(other.id.clone());
+        update.set_linux_cpu_shares(1024);
+        let failed = runtime
+            .stub()
+            .update_containers(vec![update], Vec::new())
+            .await
+            .unwrap();
+        assert!(failed.is_empty());
+        assert_eq!(runtime.unsolicited_updates().len(), 1);
+        runtime.stop().await;
+    }
+
+    #[test]
+    fn the_default_validator_rejects_as_on_a_node() {
+        let runtime = TestRuntime::builder()
+            .default_validator("enable: true\nrejectOCIHookAdjustment: true\n")
+            .start_blocking(Picky)
+            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let web = pod("default", "web");
+        let hooked = container(&web, "hooked");
+        let err = rt
+            .block_on(runtime.create_container(&web, &hooked))
+            .unwrap_err();
+        assert!(err.to_string().contains("OCI hook"), "{err}");
+        let plain = rt
+            .block_on(runtime.create_container(&web, &container(&web, "app")))
+            .unwrap();
+        assert_eq!(plain.adjust.annotations.get("picky").unwrap(), "yes");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_plugin_that_cannot_start_is_reported() {
+        struct Nothing;
+        #[nri_stub::plugin]
+        impl Plugin for Nothing {}
+        let err = TestRuntime::start(Nothing).await.err().unwrap();
+        assert!(err.to_string().contains("does not implement any"), "{err}");
+    }
+
+    #[test]
+    fn empty_replies_are_told_apart() {
+        let mut adjust = ContainerAdjustment::new();
+        adjust
+            .linux
+            .mut_or_insert_default()
+            .resources
+            .mut_or_insert_default();
+        assert!(is_empty(&adjust));
+        adjust.add_annotation("a", "b");
+        assert!(!is_empty(&adjust));
+        let mut update = ContainerUpdate::for_container("c");
+        assert!(!is_empty(&update));
+        update.container_id.clear();
+        assert!(is_empty(&update));
+    }
+}
