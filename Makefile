@@ -297,6 +297,7 @@ test-install: build
 ## tests/conformance/known-differences.txt; one report line per release
 conformance: build
 	tests/conformance/run.sh
+	tests/conformance/stub-against.sh $(TARGET_DIR)/debug
 
 ## upstream-check: for each upstream NRI release newer than the newest
 ## conformance covers (module proxy), its suite and a build of

@@ -7,7 +7,9 @@
 # [patch.crates-io] that points those versions at the unpacked packages in
 # place of crates.io. It is built offline in a target directory of its own,
 # with none of the workspace's build output, and `nri-template -h` must
-# print its usage.
+# print its usage. Its tests run there too: they host the plugin in the
+# test runtime (plugin_kit's "testing" feature, a dev-dependency), which is
+# nri-rs's runtime core and so brings nri-runtime and nri-validator.
 #
 # Usage: tests/install/plugin-outside.sh   (from any directory)
 #
@@ -34,9 +36,11 @@ quiet() {
 }
 
 # Every crate meant for crates.io; the template needs the first five (the
-# kit reads YAML with nri-yaml).
-crates=(nri-api nri-yaml nri-stub-macros nri-stub nri-plugin-kit nri-validator nri-spec nri-wasm nri-runtime nri-capi)
-needed=(nri-api nri-yaml nri-stub-macros nri-stub nri-plugin-kit)
+# kit reads YAML with nri-yaml), its tests the next two. docs/plugins.md's
+# [patch.crates-io] list is the same: an unused patch is a warning, which
+# fails the build below.
+crates=(nri-api nri-yaml nri-stub-macros nri-stub nri-plugin-kit nri-validator nri-runtime nri-spec nri-wasm nri-capi)
+needed=(nri-api nri-yaml nri-stub-macros nri-stub nri-plugin-kit nri-validator nri-runtime)
 version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' "$root/Cargo.toml")
 [ -n "$version" ] || fail "no [workspace.package] version in $root/Cargo.toml"
 # What an author outside asks for: "0.1" for 0.1.x.
@@ -62,11 +66,19 @@ done
 plugin="$work/my-plugin"
 mkdir "$plugin"
 cp -R "$root/plugins/template/src" "$plugin/src"
-deps=$(sed -n '/^\[dependencies\]/,/^\[/{/^\[/d;/^$/d;p}' "$root/plugins/template/Cargo.toml" |
-    sed "s/^\(nri-[a-z-]*\)\.workspace = true\$/\1 = \"$requirement\"/")
+# section NAME: the template's [NAME] lines, ours by registry version
+# (`x.workspace = true` -> `x = "0.1"`, `x = { workspace = true, ...}` ->
+# `x = { version = "0.1", ...}`), without comments and blank lines.
+section() {
+    sed -n "/^\[$1\]/,/^\[/{/^\[/d;/^$/d;/^#/d;p}" "$root/plugins/template/Cargo.toml" |
+        sed -e "s/^\(nri-[a-z-]*\)\.workspace = true\$/\1 = \"$requirement\"/" \
+            -e "s/^\(nri-[a-z-]*\) = { workspace = true/\1 = { version = \"$requirement\"/"
+}
+deps=$(section dependencies)
+dev_deps=$(section dev-dependencies)
 [ -n "$deps" ] || fail "plugins/template/Cargo.toml has no [dependencies]"
-if grep -q 'workspace\|path' <<<"$deps"; then
-    fail "the template depends on something outside crates.io: $(grep 'workspace\|path' <<<"$deps")"
+if grep -q 'workspace\|path' <<<"$deps$dev_deps"; then
+    fail "the template depends on something outside crates.io: $(grep 'workspace\|path' <<<"$deps$dev_deps")"
 fi
 {
     cat <<TOML
@@ -78,6 +90,9 @@ publish = false
 
 [dependencies]
 $deps
+
+[dev-dependencies]
+$dev_deps
 
 # Stands in for crates.io: the packages cargo package made, unpacked.
 [patch.crates-io]
@@ -93,14 +108,16 @@ cp "$root/Cargo.lock" "$plugin/Cargo.lock"
 cd "$plugin"
 export CARGO_TARGET_DIR="$work/target" CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0
 say "cargo build --offline (a copy of plugins/template on the packages only)"
+step=$SECONDS
 quiet "$work/build.log" "$cargo" build --offline
+build_time=$((SECONDS - step))
 if grep -q '^warning' "$work/build.log"; then
     cat "$work/build.log" >&2
     fail "the outside build has warnings"
 fi
 
 # Every nri crate in its graph is an unpacked package, none of the runtime
-# side or the validator is among them.
+# side or the validator is among them (the test runtime is for tests only).
 tree=$("$cargo" tree --offline -e normal,build --prefix none | sed 's/ (\*)$//' | sort -u)
 nri=$(grep '^nri-' <<<"$tree" || true)
 while IFS= read -r line; do
@@ -122,5 +139,14 @@ for want in "Usage of nri-template:" "-name" "-idx" "-socket"; do
 done
 printf '%s\n' "$usage" | sed 's/^/    /'
 
+# 5. Its tests, in the test runtime built from the packages.
+say "cargo test --offline (the template's tests, on the packaged test runtime)"
+step=$SECONDS
+quiet "$work/test.log" "$cargo" test --offline
+test_time=$((SECONDS - step))
+grep -q '^warning' "$work/test.log" && { cat "$work/test.log" >&2; fail "the outside test build has warnings"; }
+grep '^test result:' "$work/test.log" | sed 's/^/    /'
+
 say "ok: a plugin outside the repository builds on the packaged crates" \
-    "($(grep -c . <<<"$nri") nri crates) and runs, in $((SECONDS - start))s"
+    "($(grep -c . <<<"$nri") nri crates), runs, and its tests pass, in $((SECONDS - start))s" \
+    "(plugin build ${build_time}s; tests, with the test runtime's crates, ${test_time}s more)"

@@ -26,6 +26,27 @@ const HANDLERS: [(&str, u32); 14] = [
     ("validate_container_adjustment", 14),
 ];
 
+/// Subscribes an NRI plugin to the events whose handlers its `impl
+/// Plugin` block defines (use it as `#[nri_stub::plugin]`, re-exported by
+/// nri-stub).
+///
+/// Put it on the `impl nri_stub::Plugin for T { ... }` block. It adds the
+/// trait's one required method, `implemented_events`, returning the events
+/// of the handler methods present in the block (`run_pod_sandbox` ->
+/// RunPodSandbox, `create_container` -> CreateContainer, ...). The stub
+/// subscribes the plugin to those events, unless the plugin's `configure`
+/// or `StubBuilder::events` narrows the set. Deleting a handler thus
+/// unsubscribes the plugin from its event. `configure`, `synchronize` and
+/// `shutdown` are not events and do not count.
+///
+/// Its example is on nri-stub's re-export, `nri_stub::plugin`, where it is
+/// compiled and run as a doc test (the stub cannot be this crate's
+/// dependency: it depends on this crate).
+///
+/// It takes no arguments, and refuses a block that already defines
+/// `implemented_events` or is not an `impl` block. It reads only method
+/// names: a handler must be written in the block itself (not produced by
+/// another macro) to count.
 #[proc_macro_attribute]
 pub fn plugin(attr: TokenStream, item: TokenStream) -> TokenStream {
     if !attr.is_empty() {

@@ -1,15 +1,57 @@
-//! The plugin side of NRI: connect to a runtime, register, get configured
-//! and synchronized, then serve the events the plugin subscribed to.
+//! The plugin side of NRI (the Node Resource Interface of containerd and
+//! CRI-O): connect to a runtime, register, get configured and
+//! synchronized, then serve the events the plugin subscribed to.
+//!
+//! A plugin is a type implementing [`Plugin`]: one async method per NRI
+//! event, each with a default that accepts the event and changes nothing.
+//! [`#[nri_stub::plugin]`](macro@plugin) on the `impl` block subscribes the
+//! plugin to exactly the events whose handlers the block defines. A
+//! [`Stub`] connects the plugin to the runtime and serves it:
 //!
 //! ```no_run
-//! # use nri_stub::{Plugin, Stub};
-//! # struct Logger;
-//! # #[nri_stub::plugin] impl Plugin for Logger {}
-//! # async fn run() -> Result<(), nri_stub::StubError> {
-//! let stub = Stub::builder().name("logger").idx("50").build(Logger)?;
-//! stub.run().await
-//! # }
+//! use nri_stub::api::{Container, ContainerAdjustment, ContainerUpdate, PodSandbox};
+//! use nri_stub::{HandlerResult, Plugin, Stub};
+//!
+//! /// Sets an environment variable in every container created.
+//! struct Hello;
+//!
+//! #[nri_stub::plugin]
+//! impl Plugin for Hello {
+//!     async fn create_container(
+//!         &self,
+//!         pod: &PodSandbox,
+//!         ctr: &Container,
+//!     ) -> HandlerResult<(ContainerAdjustment, Vec<ContainerUpdate>)> {
+//!         let mut adjustment = ContainerAdjustment::new();
+//!         adjustment.add_env("HELLO", &format!("{}/{}", pod.name, ctr.name));
+//!         Ok((adjustment, Vec::new()))
+//!     }
+//! }
+//!
+//! #[tokio::main(flavor = "current_thread")]
+//! async fn main() -> Result<(), nri_stub::StubError> {
+//!     // Registers as "50-hello" on /var/run/nri/nri.sock (or on the
+//!     // socket the runtime handed over, when it launched the plugin).
+//!     let stub = Stub::builder().name("hello").idx("50").build(Hello)?;
+//!     // Serves until the runtime goes away.
+//!     stub.run().await
+//! }
 //! ```
+//!
+//! The companion crate `nri-plugin-kit` (library `plugin_kit`) adds what
+//! most plugins need around this: Go-style flags, logging, YAML
+//! configuration, a ready-made `main`, and with its `testing` feature a
+//! runtime to run the plugin against in its own unit tests.
+//!
+//! # Runtimes
+//!
+//! The stub speaks NRI as upstream's Go stub of [`NRI_VERSION`] does. It
+//! works with runtimes built on upstream's `pkg/adaptation` from v0.10.0
+//! on and with nri-rs's runtime core; what an older runtime lacks (such
+//! as [`StubBuilder::failure_policy`] before v0.12.4) it ignores. nri-rs's
+//! test `tests/conformance/stub-against.sh` hosts plugins built on this
+//! crate in each upstream release from v0.10.0 to v0.12.5, launched by the
+//! runtime and dialing its socket.
 //!
 //! The connection is chosen as upstream's stub does: a stream given with
 //! [`StubBuilder::connection`]; else the socket fd in `NRI_PLUGIN_SOCKET`
@@ -17,6 +59,7 @@
 //! path (default `/var/run/nri/nri.sock`). The name and index come from the
 //! builder, else `NRI_PLUGIN_NAME`/`NRI_PLUGIN_IDX`, else the executable's
 //! file name (`NN-name`).
+#![warn(missing_docs)]
 
 // Lets `#[nri_stub::plugin]`'s expansion (`::nri_stub::...`) resolve in this
 // crate's own tests and doc examples too.
@@ -28,8 +71,30 @@ mod service;
 
 /// The NRI protocol types, re-exported so a plugin needs one dependency.
 pub use nri_api as api;
-/// Subscribes a [`Plugin`] to the events whose handlers its `impl` block
-/// defines. See [`Plugin`].
+/// Subscribes a [`Plugin`] to the events its handlers cover:
+///
+/// ```
+/// use nri_stub::api::PodSandbox;
+/// use nri_stub::{HandlerResult, Plugin};
+///
+/// struct PodLogger;
+///
+/// #[nri_stub::plugin]
+/// impl Plugin for PodLogger {
+///     async fn run_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
+///         println!("started {}/{}", pod.namespace, pod.name);
+///         Ok(())
+///     }
+///
+///     async fn remove_pod_sandbox(&self, pod: &PodSandbox) -> HandlerResult<()> {
+///         println!("removed {}/{}", pod.namespace, pod.name);
+///         Ok(())
+///     }
+/// }
+///
+/// let events = PodLogger.implemented_events();
+/// assert_eq!(events.to_string(), "RunPodSandbox,RemovePodSandbox");
+/// ```
 pub use nri_stub_macros::plugin;
 
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -54,39 +119,64 @@ pub const NRI_VERSION: &str = "v0.12.5";
 /// Why a stub could not be built, started or kept running.
 #[derive(Debug, thiserror::Error)]
 pub enum StubError {
+    /// The index is not two digits, or no index was given and the
+    /// executable's file name is not `NN-name`.
     #[error(transparent)]
     InvalidName(#[from] api::PluginNameError),
+    /// [`StubBuilder::idx`] was called although the runtime gave an index
+    /// in `NRI_PLUGIN_IDX` (the runtime's wins; do not set both).
     #[error("plugin index already set ({0:?})")]
     IndexAlreadySet(String),
+    /// The plugin defines no handler (missing `#[nri_stub::plugin]`?).
     #[error("plugin {0} does not implement any NRI request handlers")]
     NoHandlers(String),
+    /// [`StubBuilder::events`] names events the plugin has no handler for.
     #[error("requested events {requested} include unhandled events {extra}")]
     UnhandledEvents {
+        /// The events asked for.
         requested: EventMask,
+        /// Those of them without a handler.
         extra: EventMask,
     },
+    /// `NRI_PLUGIN_SOCKET` does not name an open stream socket.
     #[error(
         "invalid socket in environment ({}={value:?}): {reason}",
         api::PLUGIN_SOCKET_ENV
     )]
-    InvalidSocketEnv { value: String, reason: String },
+    InvalidSocketEnv {
+        /// The variable's value.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The runtime's socket could not be dialed.
     #[error("failed to connect to NRI service at {path}: {source}")]
     Connect {
+        /// The socket dialed.
         path: PathBuf,
+        /// Why it failed.
         source: std::io::Error,
     },
+    /// The connection could not be set up.
     #[error("failed to set up plugin connection: {0}")]
     Setup(String),
+    /// The runtime refused the registration, or did not answer in time.
     #[error("failed to register with NRI/Runtime: {0}")]
     Register(String),
+    /// Configuration failed: the plugin's `configure` returned an error,
+    /// or the runtime did not configure the plugin in time.
     #[error("plugin was not configured: {0}")]
     Configure(String),
+    /// A request to the runtime was made while not connected.
     #[error("stub: no service/connection")]
     NoService,
+    /// A request to the runtime ([`StubHandle::update_containers`]) failed.
     #[error("runtime request failed: {0}")]
     Request(String),
+    /// The runtime closed the connection (or it broke).
     #[error("connection to the runtime closed: {0}")]
     Closed(String),
+    /// The stub was stopped while starting.
     #[error("stub stopped")]
     Stopped,
 }
@@ -128,7 +218,30 @@ fn millis(ms: i64) -> Duration {
     Duration::from_millis(ms.max(0) as u64)
 }
 
-/// Options of a [`Stub`].
+/// Options of a [`Stub`]; made by [`Stub::builder`].
+///
+/// ```no_run
+/// # use nri_stub::{Plugin, Stub};
+/// # struct MyPlugin;
+/// # #[nri_stub::plugin] impl Plugin for MyPlugin {
+/// #     async fn run_pod_sandbox(&self, _: &nri_stub::api::PodSandbox) -> nri_stub::HandlerResult<()> { Ok(()) }
+/// # }
+/// # async fn demo() -> Result<(), nri_stub::StubError> {
+/// use std::time::Duration;
+///
+/// let stub = Stub::builder()
+///     .name("my-plugin")
+///     .idx("40")
+///     .socket_path("/run/nri/nri.sock")
+///     // Runtimes from NRI v0.12.4 on fail the request if the plugin does not
+///     // answer, and keep the plugin connected after a timeout.
+///     .failure_policy(true, true)
+///     .reconnect(Duration::from_secs(5))
+///     .on_close(|| log::warn!("lost the runtime"))
+///     .build(MyPlugin)?;
+/// stub.run().await
+/// # }
+/// ```
 pub struct StubBuilder {
     name: Option<String>,
     idx: Option<String>,
@@ -225,6 +338,10 @@ impl StubBuilder {
         self
     }
 
+    /// Builds the stub for `plugin`. Fails when the name or index is
+    /// missing or invalid, the plugin has no handler, or
+    /// [`events`](Self::events) asks for an event it does not handle.
+    /// Nothing is connected yet: see [`Stub::run`].
     pub fn build<P: Plugin>(self, plugin: P) -> Result<Stub<P>, StubError> {
         let (idx, name) = self.identity()?;
         api::check_plugin_index(&idx)?;
@@ -326,8 +443,20 @@ impl StubHandle {
         self.shared.lock().runtime_nri_version.clone()
     }
 
-    /// Requests unsolicited updates; returns the updates the runtime failed
-    /// to apply.
+    /// Requests unsolicited updates of containers' resources and evictions
+    /// of containers, at any time after the stub started. Returns the
+    /// updates the runtime failed to apply.
+    ///
+    /// ```no_run
+    /// # async fn demo(handle: nri_stub::StubHandle) -> Result<(), nri_stub::StubError> {
+    /// use nri_stub::api::ContainerUpdate;
+    ///
+    /// let mut update = ContainerUpdate::for_container("ctr-id");
+    /// update.set_linux_cpu_shares(512);
+    /// let failed = handle.update_containers(vec![update], vec![]).await?;
+    /// assert!(failed.is_empty());
+    /// # Ok(()) }
+    /// ```
     pub async fn update_containers(
         &self,
         update: Vec<api::ContainerUpdate>,
@@ -363,7 +492,9 @@ impl StubHandle {
     }
 }
 
-/// A plugin bound to the stub machinery.
+/// A plugin bound to the stub machinery: made by [`StubBuilder::build`],
+/// served by [`Stub::run`] (or [`Stub::start`], which returns once the
+/// plugin is registered and configured).
 pub struct Stub<P> {
     plugin: Arc<P>,
     shared: Arc<Shared>,
@@ -399,6 +530,8 @@ impl<P: Plugin> Stub<P> {
         &self.plugin
     }
 
+    /// A handle for other tasks: the plugin's name, the runtime's
+    /// timeouts and version, unsolicited updates, stopping the stub.
     pub fn handle(&self) -> StubHandle {
         StubHandle {
             shared: self.shared.clone(),

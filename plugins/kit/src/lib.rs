@@ -11,7 +11,10 @@
 //!   key;
 //! * [`dump`]: object dumps for `-verbose`;
 //! * [`run`]: the common `main`: a stub built from the flags, served until
-//!   the runtime goes away, and the exit status.
+//!   the runtime goes away, and the exit status;
+//! * `testing` (cargo feature `testing`, for dev-dependencies): a runtime
+//!   in the plugin's own tests, which the plugin connects to over a real
+//!   connection: send pod and container events, read the merged replies.
 //!
 //! A plugin's `main` is then a few lines:
 //!
@@ -41,6 +44,8 @@ pub mod flags;
 pub mod goyaml;
 pub mod logging;
 pub mod run;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use annotations::{container_name, lookup_annotation};
 pub use flags::{Flags, Parsed};

@@ -205,6 +205,53 @@ async fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use plugin_kit::testing::{container, is_empty, pod, TestRuntime};
+
+    /// The plugin as a runtime sees it: connected to a runtime in this
+    /// process (nri-rs's runtime core) over a real connection, through a
+    /// pod's and a container's whole lifecycle. The template changes
+    /// nothing, so every reply is empty; a plugin made from it checks its
+    /// adjustments here.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_runtime_gets_no_changes_through_a_whole_lifecycle() {
+        let existing = pod("kube-system", "dns");
+        let runtime = TestRuntime::builder()
+            .name("template")
+            .existing(
+                vec![existing.clone()],
+                vec![container(&existing, "coredns")],
+            )
+            .start(Template::default())
+            .await
+            .unwrap();
+        assert!(runtime.adaptation().has_plugin("50-template"));
+        assert!(runtime.sync_updates().is_empty());
+
+        let pod = pod("default", "web");
+        let ctr = container(&pod, "app");
+        runtime.run_pod_sandbox(&pod).await.unwrap();
+        let created = runtime.create_container(&pod, &ctr).await.unwrap();
+        // The runtime's merge leaves empty messages in place; a plugin
+        // that adjusts checks its fields (`created.adjust.env`, ...).
+        assert!(is_empty(&created), "{created:?}");
+        runtime.post_create_container(&pod, &ctr).await.unwrap();
+        runtime.start_container(&pod, &ctr).await.unwrap();
+        runtime.post_start_container(&pod, &ctr).await.unwrap();
+        let resources = LinuxResources::default();
+        let updated = runtime
+            .update_container(&pod, &ctr, Some(&resources))
+            .await
+            .unwrap();
+        assert!(is_empty(&updated), "{updated:?}");
+        runtime.post_update_container(&pod, &ctr).await.unwrap();
+        let stopped = runtime.stop_container(&pod, &ctr).await.unwrap();
+        assert!(is_empty(&stopped), "{stopped:?}");
+        runtime.remove_container(&pod, &ctr).await.unwrap();
+        runtime.stop_pod_sandbox(&pod).await.unwrap();
+        runtime.remove_pod_sandbox(&pod).await.unwrap();
+        assert!(runtime.unsolicited_updates().is_empty());
+        runtime.stop().await;
+    }
 
     #[tokio::test(flavor = "current_thread")]
     async fn configuration_is_parsed_and_bad_configuration_rejected() {
