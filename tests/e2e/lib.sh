@@ -364,6 +364,7 @@ check_links_nri_rs() {
         log "$(basename "$bin") links nri-rs (nri_adaptation_new)"
     else
         ! grep -qE ' nri_adaptation_new$' <<<"$syms" || die "the stock $bin links nri_adaptation_new"
+        log "$(basename "$bin") does not link nri-rs, as a stock build should"
     fi
 }
 
