@@ -6,11 +6,13 @@
 #
 # 1. fetches containerd $CONTAINERD_VERSION through the Go module proxy and
 #    vendors it (cached in build/e2e/src);
-# 2. builds containerd, ctr, the runc shim and the CRI integration test
-#    binary; the nri-rs flavor with `go build -overlay` replacing the files of
-#    the vendored github.com/containerd/nri/pkg/adaptation by go/adaptation's,
-#    cgo pointed at include/ and the release libnri.a (cached in build/e2e/bin,
-#    keyed by version and inputs);
+# 2. builds the daemon with the command docs/INTEGRATION.md shows (containerd's
+#    Makefile, GO_BUILD_FLAGS naming the overlay that replaces the files of
+#    the vendored github.com/containerd/nri/pkg/adaptation by go/adaptation's;
+#    stock: an empty overlay), checks that it links nri-rs (stock: that it
+#    does not), and builds ctr, the runc shim and the CRI integration test
+#    binary (cached in build/e2e/bin, keyed by version and inputs); cgo finds
+#    the release libnri.a through pkg-config, from `make install`;
 # 3. runs containerd's Go unit tests of internal/nri and internal/cri/nri;
 # 4. builds the test images offline (busybox-static, a pause binary built
 #    here) and starts containerd under a supervisor that restarts it, with
@@ -22,7 +24,8 @@
 #    from a local registry mirroring registry.k8s.io, and for nri-rs once
 #    more with per-pod concurrency on (E2E_CRITEST=0: not at all); prints
 #    "critest-containerd-<flavour>: N passed, N failed, N skipped";
-# 7. tears everything down (also on failure or interrupt).
+# 7. compares the counts with docs/e2e.json (E2E_RECORD=1: writes them);
+# 8. tears everything down (also on failure or interrupt).
 #
 # Needs root, Go, cargo, gcc and the Debian packages runc,
 # containernetworking-plugins, busybox-static (see .ci/run).
@@ -30,6 +33,7 @@
 source "$(dirname "$0")/lib.sh"
 
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+nondefault CONTAINERD_VERSION v2.4.2
 # The daemon's process name. The restart tests `pkill -x` and `pidof` it by
 # name; a unique one (at most 15 characters) leaves any other containerd on
 # the machine alone.
@@ -42,7 +46,25 @@ BUSYBOX_IMAGE=ghcr.io/containerd/busybox:1.36
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.2
 PKG=github.com/containerd/containerd/v2
 
+# The daemon is built as containerd's static release is (`make STATIC=1`:
+# osusergo, netgo and static_build tags, -extldflags -static), the harder
+# link for nri-rs; E2E_CONTAINERD_STATIC=0 builds the PIE daemon of a
+# distribution build instead. CRI-O's e2e covers a dynamic daemon. Both
+# commands are docs/INTEGRATION.md's, word for word (run_documented);
+# EXTRA_LDFLAGS= keeps the symbol table (the Makefile strips with -s -w)
+# for the check that the daemon links nri-rs.
+E2E_CONTAINERD_STATIC=${E2E_CONTAINERD_STATIC:-1}
+nondefault E2E_CONTAINERD_STATIC 1
+# shellcheck disable=SC2016 # $SRC expands when the line runs
+if [ "$E2E_CONTAINERD_STATIC" = 1 ]; then
+    BUILD_DAEMON='make STATIC=1 bin/containerd EXTRA_LDFLAGS= GO_BUILD_FLAGS="-overlay=$SRC/nri-rs-overlay.json"'
+else
+    BUILD_DAEMON='make bin/containerd EXTRA_LDFLAGS= GO_BUILD_FLAGS="-overlay=$SRC/nri-rs-overlay.json"'
+fi
+
 t0=$(date +%s)
+doc_check "$BUILD_DAEMON"
+figures_precheck
 need_common
 need_cmd pkill procps        # the restart tests kill the daemon by name
 need_cmd pidof sysvinit-utils
@@ -58,42 +80,31 @@ nri_version=$(vendored_version "$src" github.com/containerd/nri)
 log "containerd $CONTAINERD_VERSION pins NRI $nri_version"
 
 export GOFLAGS=-mod=vendor
-ld="-X $PKG/version.Version=$CONTAINERD_VERSION -X $PKG/version.Revision=nri-rs-e2e -X $PKG/version.Package=$PKG"
 
-# The daemon is built as containerd's static release is (`make STATIC=1`:
-# osusergo, netgo and static_build tags, -extldflags -static), the harder
-# link for nri-rs; E2E_CONTAINERD_STATIC=0 builds the PIE daemon of a
-# distribution build instead. CRI-O's e2e covers a dynamic daemon.
-E2E_CONTAINERD_STATIC=${E2E_CONTAINERD_STATIC:-1}
-if [ "$E2E_CONTAINERD_STATIC" = 1 ]; then
-    daemon_flags=(-tags "urfave_cli_no_docs osusergo netgo static_build" -ldflags "$ld -extldflags -static")
-else
-    daemon_flags=(-buildmode=pie -tags urfave_cli_no_docs -ldflags "$ld")
-fi
-
-# build_containerd BIN: as containerd's Makefile does it: the daemon (above),
-# PIE tools, a static cgo-less shim; `go test -c` for the integration tests.
+# build_containerd BIN: with containerd's Makefile: the daemon (the
+# documented command), PIE ctr, the static cgo-less shim; `go test -c` for
+# the integration tests, as its cri-integration target does.
 build_containerd() {
     local bin=$1
-    cd "$src"
-    nice -n 10 go build "${daemon_flags[@]}" "${OVERLAY_FLAG[@]}" -o "$bin/$DAEMON" ./cmd/containerd
-    nice -n 10 go build -buildmode=pie -tags urfave_cli_no_docs -ldflags "$ld" -o "$bin/ctr" ./cmd/ctr
-    CGO_ENABLED=0 nice -n 10 go build -tags "urfave_cli_no_docs no_grpc" \
-        -ldflags "$ld -extldflags -static" -o "$bin/containerd-shim-runc-v2" ./cmd/containerd-shim-runc-v2
+    cd "$SRC"
+    # The runtime's make is no sub-make of nri-rs's `make e2e`.
+    unset MAKEFLAGS MFLAGS MAKELEVEL
+    # What the Makefile asks git for (a module zip has no .git).
+    export VERSION=$CONTAINERD_VERSION REVISION=nri-rs-e2e
+    run_documented "$BUILD_DAEMON"
+    mv bin/containerd "$bin/$DAEMON"
+    nice -n 10 make bin/ctr bin/containerd-shim-runc-v2 EXTRA_LDFLAGS= >&2
+    mv bin/ctr bin/containerd-shim-runc-v2 "$bin/"
     nice -n 10 go test -c "${OVERLAY_FLAG[@]}" -o "$bin/cri-integration.test" ./integration
 }
 
 setup_flavor "containerd-$CONTAINERD_VERSION" "$src" "$nri_version"
 bin=$E2E_BUILD/bin/containerd-$CONTAINERD_VERSION-$(flavor)
-build_cached "$bin" build_containerd "$CONTAINERD_VERSION $ld ${daemon_flags[*]} ${OVERLAY_FLAG[*]}"
+build_cached "$bin" build_containerd "$CONTAINERD_VERSION $BUILD_DAEMON ${OVERLAY_FLAG[*]}"
 if [ "$E2E_CONTAINERD_STATIC" = 1 ] && ldd "$bin/$DAEMON" >/dev/null 2>&1; then
     die "$bin/$DAEMON should be static but is dynamically linked"
 fi
-if [ "$(flavor)" = nri-rs ]; then
-    # The swap must be real: the daemon links the Rust core.
-    [ "$(go tool nm "$bin/$DAEMON" | grep -c ' nri_adaptation_new$')" != 0 ] ||
-        die "$bin/$DAEMON does not link nri_adaptation_new: the overlay was not applied"
-fi
+check_links_nri_rs "$bin/$DAEMON"
 build_secs=$BUILD_SECS
 if [ "$E2E_CRITEST" = 1 ]; then build_critest; fi
 
@@ -191,10 +202,18 @@ imports = []
     plugin_config_path = "$W/nri/conf.d"
 EOF
 
+# start_containerd LOG [VAR=VALUE...]: the daemon under the supervisor, the
+# VARs in its environment.
+start_containerd() {
+    local logf=$1
+    shift
+    start_daemon containerd "$logf" "$NRI_SOCKET" "$bin/ctr" -a "$W/containerd.sock" version -- \
+        env "$@" "$bin/$DAEMON" --config "$W/config.toml"
+}
+
 daemon_log=$W/containerd.log
 export PATH=$bin:$PATH # the shim, for containerd; pkill and pidof for the tests
-start_daemon containerd "$daemon_log" "$NRI_SOCKET" "$bin/ctr" -a "$W/containerd.sock" version -- \
-    "$bin/$DAEMON" --config "$W/config.toml"
+start_containerd "$daemon_log"
 
 for img in busybox pause; do
     "$bin/ctr" -a "$W/containerd.sock" -n k8s.io images import --all-platforms "$W/images/$img.tar" \
@@ -217,30 +236,8 @@ e2e_secs=$(($(date +%s) - te))
 # --- critest's NRI specs --------------------------------------------------------
 # The same daemon, NRI configured by containerd's defaults (no timeout set:
 # a 2 s request timeout; nri-rs gives a joining plugin's Synchronize a
-# deadline of its own). For nri-rs, once more with per-pod concurrency on
-# for critest's plugins (go/adaptation reads NRI_RS_POD_CONCURRENCY at New).
-critest_failed=0
-critest_lines=()
-critest_secs=
-if [ "$E2E_CRITEST" = 1 ]; then
-    run_critest "containerd-$(flavor)" "unix://$W/containerd.sock" "$NRI_SOCKET"
-    critest_lines+=("$CRITEST_LINE")
-    critest_failed=$((critest_failed + CRITEST_FAILED))
-    critest_secs=$CRITEST_SECS
-    if [ "$(flavor)" = nri-rs ]; then
-        tc=$(date +%s)
-        stop_supervisor
-        start_daemon "containerd (per-pod concurrency)" "$W/containerd-podconc.log" "$NRI_SOCKET" \
-            "$bin/ctr" -a "$W/containerd.sock" version -- \
-            env NRI_RS_POD_CONCURRENCY="$(critest_plugin_names)" "$bin/$DAEMON" --config "$W/config.toml"
-        grep -q 'per-pod concurrency on' "$W/containerd-podconc.log" ||
-            die "containerd did not log that per-pod concurrency is on; see $W/containerd-podconc.log"
-        run_critest containerd-nri-rs-podconc "unix://$W/containerd.sock" "$NRI_SOCKET"
-        critest_lines+=("$CRITEST_LINE")
-        critest_failed=$((critest_failed + CRITEST_FAILED))
-        critest_secs="$critest_secs+$(($(date +%s) - tc))"
-    fi
-fi
+# deadline of its own); for nri-rs once more, per-pod concurrency on.
+run_critests containerd "unix://$W/containerd.sock" start_containerd
 
 what=$(label "containerd $CONTAINERD_VERSION" "$nri_version")
 [ "$E2E_CONTAINERD_STATIC" = 1 ] && what="$what, static daemon"
@@ -251,7 +248,10 @@ echo "$what: NRI integration tests (daemon restarted $restarts times by the supe
 echo "$(result_name e2e-containerd): $PASSED passed, $FAILED failed, $SKIPPED skipped"
 if [ "$E2E_CRITEST" = 1 ]; then
     echo "$what: critest $CRITEST_VERSION NRI specs, containerd's default NRI configuration:"
-    printf '%s\n' "${critest_lines[@]}"
+    printf '%s\n' "${CRITEST_LINES[@]}"
 fi
-log "times: build ${build_secs}s, unit ${unit_secs}s, e2e ${e2e_secs}s${critest_secs:+, critest ${critest_secs}s}, total $(($(date +%s) - t0))s"
-[ "$FAILED" = 0 ] && [ "$unit_failed" = 0 ] && [ "$critest_failed" = 0 ]
+log "times: build ${build_secs}s, unit ${unit_secs}s, e2e ${e2e_secs}s${CRITEST_SECS:+, critest ${CRITEST_SECS}s}, total $(($(date +%s) - t0))s"
+ok=0
+[ "$FAILED" = 0 ] && [ "$unit_failed" = 0 ] && [ "$CRITEST_FAILED" = 0 ] && ok=1
+check_figures containerd "$ok" "\"daemon\": \"containerd $CONTAINERD_VERSION\", \"unit\": $(counts_json "$unit_passed" "$unit_failed" "$unit_skipped"), \"nri_e2e\": $(counts_json "$PASSED" "$FAILED" "$SKIPPED")$CRITEST_JSON"
+[ "$ok" = 1 ]

@@ -11,16 +11,19 @@
 # vendor`), as CRI-O's main branch did for v0.12.0 in a commit that changed
 # only go.mod, go.sum and vendor/; stock and nri-rs builds alike. Then, as
 # containerd.sh:
-#   builds crio, pinns and the test/nri test binary with CRI-O's build tags
-#   (nri-rs flavor: `go build -overlay` over the vendored pkg/adaptation,
-#   cgo pointed at include/ and the release libnri.a); copies busybox and
+#   builds crio with the command docs/INTEGRATION.md shows (CRI-O's
+#   Makefile, GO_BUILDFLAGS naming the overlay over the vendored
+#   pkg/adaptation; stock: an empty overlay) and checks that it links nri-rs
+#   (stock: that it does not); builds pinns and the test/nri test binary
+#   with CRI-O's build tags (nri-rs: with the overlay); copies busybox and
 #   pause images (built offline) into vfs storage with skopeo; starts CRI-O
 #   with cgroupfs, Debian's runc
 #   and conmon, CNI from containernetworking-plugins and NRI on
 #   /var/run/nri-test.sock; runs every test of test/nri; prints
 #   "e2e-crio: N passed, N failed, N skipped"; runs critest's NRI specs
 #   (lib.sh; E2E_CRITEST=0: not at all) with runc behind
-#   runc-oom-clamp.sh; tears everything down.
+#   runc-oom-clamp.sh; compares the counts with docs/e2e.json (E2E_RECORD=1:
+#   writes them); tears everything down.
 #
 # Needs root, Go, cargo, gcc and the Debian packages runc, conmon, skopeo,
 # containernetworking-plugins, busybox-static (see .ci/run).
@@ -29,6 +32,8 @@ source "$(dirname "$0")/lib.sh"
 
 CRIO_VERSION=${CRIO_VERSION:-v1.36.3}
 CRIO_NRI_VERSION=${CRIO_NRI_VERSION:-}
+nondefault CRIO_VERSION v1.36.3
+nondefault CRIO_NRI_VERSION ""
 NRI_SOCKET=/var/run/nri-test.sock
 BRIDGE=nrirs-e2e1
 # The cgroups CRI-O makes with cgroupfs: the tests' pod parent, the
@@ -44,8 +49,15 @@ PKG=github.com/cri-o/cri-o
 # CRI-O's Makefile derives these from the host (hack/*_tag.sh); fixed here:
 # no btrfs, no gpgme (Go openpgp), no ostree, no seccomp/selinux/apparmor.
 BUILDTAGS="containers_image_ostree_stub exclude_graphdriver_btrfs btrfs_noversion containers_image_openpgp"
+# The daemon's build, docs/INTEGRATION.md's command word for word
+# (run_documented); SHRINKFLAGS= keeps the symbol table (the Makefile strips
+# with -s -w) for the check that crio links nri-rs.
+# shellcheck disable=SC2016 # $SRC expands when the line runs
+BUILD_DAEMON='make bin/crio SHRINKFLAGS= GO_BUILDFLAGS="-overlay=$SRC/nri-rs-overlay.json"'
 
 t0=$(date +%s)
+doc_check "$BUILD_DAEMON"
+figures_precheck
 need_common
 need_cmd make make # pinns
 need_cmd conmon conmon
@@ -73,12 +85,20 @@ fi
 export GOFLAGS=-mod=vendor
 ld="-X $PKG/internal/version.buildCommit=nri-rs-e2e"
 
-# build_crio BIN: crio, the test/nri binary and pinns, as CRI-O's Makefile
-# builds them (minus its -s -w).
+# build_crio BIN: crio (the documented command), the test/nri binary and
+# pinns, as CRI-O's Makefile builds them (minus its -s -w).
 build_crio() {
     local bin=$1
-    cd "$src"
-    nice -n 10 go build -trimpath -ldflags "$ld" -tags "$BUILDTAGS" "${OVERLAY_FLAG[@]}" -o "$bin/crio" ./cmd/crio
+    cd "$SRC"
+    # The runtime's make is no sub-make of nri-rs's `make e2e`.
+    unset MAKEFLAGS MFLAGS MAKELEVEL
+    # The Makefile's BUILDTAGS (above) and what it asks git for.
+    export BUILDTAGS BUILD_COMMIT=nri-rs-e2e
+    # bin/crio depends on the .go files only: one left by the other
+    # flavour's build would count as up to date.
+    rm -f bin/crio
+    run_documented "$BUILD_DAEMON"
+    mv bin/crio "$bin/crio"
     nice -n 10 go test -trimpath -ldflags "$ld" -tags "test $BUILDTAGS" "${OVERLAY_FLAG[@]}" -c -o "$bin/nri.test" ./test/nri
     nice -n 10 make -s -C pinns >/dev/null
     cp bin/pinns "$bin/pinns"
@@ -86,11 +106,8 @@ build_crio() {
 
 setup_flavor "crio-$CRIO_VERSION" "$src" "$nri_version"
 bin=$E2E_BUILD/bin/crio-$CRIO_VERSION-$(flavor)
-build_cached "$bin" build_crio "$CRIO_VERSION $nri_version $ld $BUILDTAGS ${OVERLAY_FLAG[*]}"
-if [ "$(flavor)" = nri-rs ]; then
-    grep -qaF 'runtime interface created (nri-rs' "$bin/crio" ||
-        die "$bin/crio does not contain go/adaptation: the overlay was not applied"
-fi
+build_cached "$bin" build_crio "$CRIO_VERSION $nri_version $BUILD_DAEMON $ld $BUILDTAGS ${OVERLAY_FLAG[*]}"
+check_links_nri_rs "$bin/crio"
 build_secs=$BUILD_SECS
 if [ "$E2E_CRITEST" = 1 ]; then build_critest; fi
 
@@ -187,46 +204,35 @@ nri_plugin_config_dir = "$W/nri/conf.d"
 EOF
 : >"$W/mounts.conf"
 
+# start_crio LOG [VAR=VALUE...]: the daemon under the supervisor, the VARs
+# in its environment.
+start_crio() {
+    local logf=$1
+    shift
+    start_daemon CRI-O "$logf" "$NRI_SOCKET" test -S "$W/crio.sock" -- \
+        env "$@" "$bin/crio" --config "$W/crio.conf" --config-dir "$W/crio.conf.d" --log-level info "${crio_flags[@]}"
+}
+
 daemon_log=$W/crio.log
-start_daemon CRI-O "$daemon_log" "$NRI_SOCKET" test -S "$W/crio.sock" -- \
-    "$bin/crio" --config "$W/crio.conf" --config-dir "$W/crio.conf.d" --log-level info "${crio_flags[@]}"
+start_crio "$daemon_log"
 
 run_tests "$bin/nri.test" "$TESTS" \
     --crio-socket="unix://$W/crio.sock" --nri-socket="$NRI_SOCKET" --cgroup-manager=cgroupfs
 e2e_secs=$(($(date +%s) - te))
 
 # --- critest's NRI specs --------------------------------------------------------
-# The same daemon, NRI configured by CRI-O's defaults; for nri-rs, once more
-# with per-pod concurrency on for critest's plugins (NRI_RS_POD_CONCURRENCY,
-# read by go/adaptation at New).
-critest_failed=0
-critest_lines=()
-critest_secs=
-if [ "$E2E_CRITEST" = 1 ]; then
-    run_critest "crio-$(flavor)" "unix://$W/crio.sock" "$NRI_SOCKET"
-    critest_lines+=("$CRITEST_LINE")
-    critest_failed=$((critest_failed + CRITEST_FAILED))
-    critest_secs=$CRITEST_SECS
-    if [ "$(flavor)" = nri-rs ]; then
-        tc=$(date +%s)
-        stop_supervisor
-        start_daemon "CRI-O (per-pod concurrency)" "$W/crio-podconc.log" "$NRI_SOCKET" test -S "$W/crio.sock" -- \
-            env NRI_RS_POD_CONCURRENCY="$(critest_plugin_names)" \
-            "$bin/crio" --config "$W/crio.conf" --config-dir "$W/crio.conf.d" --log-level info "${crio_flags[@]}"
-        grep -q 'per-pod concurrency on' "$W/crio-podconc.log" ||
-            die "CRI-O did not log that per-pod concurrency is on; see $W/crio-podconc.log"
-        run_critest crio-nri-rs-podconc "unix://$W/crio.sock" "$NRI_SOCKET"
-        critest_lines+=("$CRITEST_LINE")
-        critest_failed=$((critest_failed + CRITEST_FAILED))
-        critest_secs="$critest_secs+$(($(date +%s) - tc))"
-    fi
-fi
+# The same daemon, NRI configured by CRI-O's defaults; for nri-rs once more,
+# per-pod concurrency on.
+run_critests crio "unix://$W/crio.sock" start_crio
 
 echo "$(label "CRI-O $CRIO_VERSION" "$nri_version"): NRI tests (test/nri):"
 echo "$(result_name e2e-crio): $PASSED passed, $FAILED failed, $SKIPPED skipped"
 if [ "$E2E_CRITEST" = 1 ]; then
     echo "$(label "CRI-O $CRIO_VERSION" "$nri_version"): critest $CRITEST_VERSION NRI specs, CRI-O's default NRI configuration:"
-    printf '%s\n' "${critest_lines[@]}"
+    printf '%s\n' "${CRITEST_LINES[@]}"
 fi
-log "times: build ${build_secs}s, e2e ${e2e_secs}s${critest_secs:+, critest ${critest_secs}s}, total $(($(date +%s) - t0))s"
-[ "$FAILED" = 0 ] && [ "$critest_failed" = 0 ]
+log "times: build ${build_secs}s, e2e ${e2e_secs}s${CRITEST_SECS:+, critest ${CRITEST_SECS}s}, total $(($(date +%s) - t0))s"
+ok=0
+[ "$FAILED" = 0 ] && [ "$CRITEST_FAILED" = 0 ] && ok=1
+check_figures crio "$ok" "\"daemon\": \"cri-o $CRIO_VERSION\", \"nri_e2e\": $(counts_json "$PASSED" "$FAILED" "$SKIPPED")$CRITEST_JSON"
+[ "$ok" = 1 ]

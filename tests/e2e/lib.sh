@@ -16,6 +16,9 @@ E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 E2E_HERE=$E2E_ROOT/tests/e2e
 E2E_BUILD=${E2E_BUILD:-$E2E_ROOT/build/e2e}
 E2E_STOCK=${E2E_STOCK:-0}
+# What differs from the default configuration, the one docs/e2e.json's
+# figures are for (nondefault; "VAR=value ...").
+E2E_NONDEFAULT=
 E2E_WORK=
 E2E_CLEANUPS=()
 E2E_CGROUPS_BEFORE=
@@ -23,6 +26,11 @@ E2E_CGROUPS_BEFORE=
 E2E_CGROUP_NAMES='[0-9a-f]{64}'
 
 log() { printf 'e2e: %s\n' "$*" >&2; }
+
+# nondefault VAR DEFAULT: notes VAR=value in E2E_NONDEFAULT when VAR is not DEFAULT.
+nondefault() {
+    [ "${!1}" = "$2" ] || E2E_NONDEFAULT+="${E2E_NONDEFAULT:+ }$1=${!1}"
+}
 die() {
     printf 'e2e: FAILED: %s\n' "$*" >&2
     exit 1
@@ -298,19 +306,66 @@ stock_env() {
 flavor() { if [ "$E2E_STOCK" = 1 ]; then echo stock; else echo nri-rs; fi; }
 
 # setup_flavor NAME SRC NRI_VERSION: for the nri-rs flavor, the staticlib, cgo
-# flags and the overlay over SRC's vendored pkg/adaptation, in OVERLAY_FLAG
-# (the go flag to pass); for the stock flavor, no cgo flags and no overlay.
+# flags and the overlay over SRC's vendored pkg/adaptation, written to
+# SRC/nri-rs-overlay.json (where docs/INTEGRATION.md's build commands
+# read it), in OVERLAY_FLAG (the go flag to pass); for the stock flavor,
+# no cgo flags, no OVERLAY_FLAG, and an empty overlay in that file, so
+# that the documented commands build stock daemons unchanged. Sets SRC.
 setup_flavor() {
-    local overlay=$E2E_BUILD/overlay-$1.json
+    SRC=$2
+    local overlay=$SRC/nri-rs-overlay.json
     OVERLAY_FLAG=()
     if [ "$(flavor)" = stock ]; then
         stock_env
+        printf '{"Replace": {}}\n' >"$overlay"
         return
     fi
     nri_rs_env
-    "$E2E_HERE/overlay.sh" "$2/vendor/github.com/containerd/nri/pkg/adaptation" "$3" "$overlay"
+    "$E2E_HERE/overlay.sh" "$SRC/vendor/github.com/containerd/nri/pkg/adaptation" "$3" "$overlay"
     # shellcheck disable=SC2034 # read by the sourcing script's builds
     OVERLAY_FLAG=(-overlay "$overlay")
+}
+
+# --- the documented builds ----------------------------------------------------
+#
+# docs/INTEGRATION.md ("Building it, step by step") shows the commands that
+# build containerd's and CRI-O's daemons with nri-rs. The scripts run those
+# very lines: each is kept in the script as text, checked to be a line of
+# the document (leading spaces aside), then run with eval in the runtime's
+# source directory, where it reads $SRC/nri-rs-overlay.json (setup_flavor).
+
+E2E_DOC=$E2E_ROOT/docs/INTEGRATION.md
+
+# doc_check LINE: dies unless docs/INTEGRATION.md shows LINE on a line of its own.
+doc_check() {
+    # (not grep -q: sed, cut short, would fail the pipeline)
+    sed 's/^[[:space:]]*//' "$E2E_DOC" | grep -xF -- "$1" >/dev/null ||
+        die "docs/INTEGRATION.md does not show the build command this script runs:
+    $1
+  change the script and the document together"
+}
+
+# run_documented LINE: LINE (doc_check'ed), in the current directory, at low priority.
+run_documented() {
+    doc_check "$1"
+    log "running, as docs/INTEGRATION.md shows: $1"
+    eval "nice -n 10 $1" >&2
+}
+
+# check_links_nri_rs BIN: BIN, an unstripped daemon, must link nri-rs's C
+# ABI (nri_adaptation_new) when built with nri-rs, and must not when stock.
+check_links_nri_rs() {
+    local bin=$1 syms
+    syms=$(go tool nm "$bin") ||
+        die "go tool nm cannot read the symbols of $bin (a stripped binary has none: build it without -s)"
+    if [ "$(flavor)" = nri-rs ]; then
+        grep -qE ' nri_adaptation_new$' <<<"$syms" ||
+            die "$bin does not link nri_adaptation_new: it was built without nri-rs (the overlay was not applied)"
+        log "$(basename "$bin") links nri-rs (nri_adaptation_new)"
+    else
+        ! grep -qE ' nri_adaptation_new$' <<<"$syms" || die "the stock $bin links nri_adaptation_new"
+        log "$(basename "$bin") does not link nri-rs, as a stock build should"
+    fi
 }
 
 # label RUNTIME NRI_VERSION: "containerd v2.4.2 (NRI v0.12.3) with nri-rs 0.1.0" or "... stock".
@@ -678,6 +733,8 @@ E2E_CRITEST=${E2E_CRITEST:-1}
 CRITEST_VERSION=${CRITEST_VERSION:-v1.37.0}
 CRITEST_IMAGE=registry.k8s.io/e2e-test-images/busybox:1.29-2
 CRITEST_FOCUS='\[k8s\.io\] NRI '
+nondefault E2E_CRITEST 1
+nondefault CRITEST_VERSION v1.37.0
 
 # build_critest: critest (a `go test -c` binary, built in module mode from
 # the module proxy's copy) and the registry, into $E2E_BUILD/bin/critest-V,
@@ -783,12 +840,120 @@ run_critest() {
         sed -E 's/^ *\[SKIPPED\] //; s/ \(\[[0-9a-f ]+\]\)//' | cut -c1-200 | sort | uniq -c |
         sed -E 's/^ *([0-9]+) /e2e:   skipped (\1): /' >&2 || true
     grep -E '^\s*\[FAIL\] ' "$logf" | sed 's/^ */e2e:   /' >&2 || true
-    # shellcheck disable=SC2034 # read by the sourcing script's summary
     CRITEST_LINE="critest-$name: $passed passed, $failed failed, $skipped skipped"
     log "$CRITEST_LINE"
-    # shellcheck disable=SC2034
+    CRITEST_COUNTS=$(counts_json "$passed" "$failed" "$skipped")
     CRITEST_FAILED=$failed
-    # shellcheck disable=SC2034
     CRITEST_SECS=$(($(date +%s) - t))
     [ "$failed" = 0 ] || E2E_KEEP=1
+}
+
+# run_critests NAME ENDPOINT START: critest's NRI specs against the daemon
+# the script started (run_critest NAME-<flavour>); for nri-rs once more,
+# after stopping it and having `START LOG NRI_RS_POD_CONCURRENCY=<names>`
+# start it again with per-pod concurrency on for critest's plugins
+# (go/adaptation reads the variable at New). E2E_CRITEST=0: nothing. Sets
+# CRITEST_LINES (the summary lines), CRITEST_FAILED (specs failed in all),
+# CRITEST_SECS ("N" or "N+N") and CRITEST_JSON (the e2e.json members
+# "critest" and "critest_podconc", each after a ", ").
+run_critests() {
+    local name=$1 endpoint=$2 start=$3 logf failed secs tc
+    CRITEST_LINES=()
+    CRITEST_JSON=
+    CRITEST_FAILED=0
+    CRITEST_SECS=
+    [ "$E2E_CRITEST" = 1 ] || return 0
+    run_critest "$name-$(flavor)" "$endpoint" "$NRI_SOCKET"
+    CRITEST_LINES+=("$CRITEST_LINE")
+    CRITEST_JSON+=", \"critest\": $CRITEST_COUNTS"
+    failed=$CRITEST_FAILED
+    secs=$CRITEST_SECS
+    if [ "$(flavor)" = nri-rs ]; then
+        tc=$(date +%s)
+        stop_supervisor
+        logf=$E2E_WORK/$name-podconc.log
+        log "restarting $name with per-pod concurrency on for critest's plugins"
+        "$start" "$logf" NRI_RS_POD_CONCURRENCY="$(critest_plugin_names)"
+        grep -q 'per-pod concurrency on' "$logf" ||
+            die "$name did not log that per-pod concurrency is on; see $logf"
+        run_critest "$name-nri-rs-podconc" "$endpoint" "$NRI_SOCKET"
+        CRITEST_LINES+=("$CRITEST_LINE")
+        CRITEST_JSON+=", \"critest_podconc\": $CRITEST_COUNTS"
+        failed=$((failed + CRITEST_FAILED))
+        secs="$secs+$(($(date +%s) - tc))"
+    fi
+    CRITEST_FAILED=$failed
+    CRITEST_SECS=$secs
+}
+
+# --- the figures in docs/e2e.json -------------------------------------------------
+#
+# docs/e2e.json holds, for each runtime, the counts a passing `make e2e`
+# (nri-rs, default configuration) gets: one line a runtime, written by
+# these scripts alone. A run compares its counts with its runtime's line;
+# E2E_RECORD=1 writes them there instead. Stock runs and runs of another
+# configuration (E2E_NONDEFAULT) neither compare nor write.
+
+E2E_RESULTS=$E2E_ROOT/docs/e2e.json
+E2E_RECORD=${E2E_RECORD:-0}
+
+# counts_json PASSED FAILED SKIPPED
+counts_json() {
+    printf '{"passed": %d, "failed": %d, "skipped": %d}' "$1" "$2" "$3"
+}
+
+# figures_precheck: dies early on an E2E_RECORD=1 that could not record.
+figures_precheck() {
+    [ "$E2E_RECORD" = 1 ] || return 0
+    [ "$(flavor)" = nri-rs ] ||
+        die "E2E_RECORD=1 records nri-rs's figures; E2E_STOCK=1 runs stock daemons"
+    [ -z "$E2E_NONDEFAULT" ] ||
+        die "E2E_RECORD=1 records the default configuration only; unset $E2E_NONDEFAULT"
+}
+
+# check_figures RUNTIME OK MEMBERS: compares MEMBERS (the JSON object's
+# members, "daemon" first) with RUNTIME's line of docs/e2e.json, or writes
+# them there (E2E_RECORD=1), for a run that passed (OK=1).
+check_figures() {
+    local rt=$1 ok=$2 obj="{$3}" recorded r line lines=()
+    if [ "$(flavor)" = stock ]; then
+        log "stock daemon: docs/e2e.json (nri-rs's figures) neither compared nor written"
+        return 0
+    fi
+    if [ -n "$E2E_NONDEFAULT" ]; then
+        log "not the default configuration ($E2E_NONDEFAULT): docs/e2e.json neither compared nor written"
+        return 0
+    fi
+    if [ "$ok" != 1 ]; then
+        log "the run failed: docs/e2e.json neither compared nor written"
+        return 0
+    fi
+    recorded=$(grep -E "^  \"$rt\": " "$E2E_RESULTS" 2>/dev/null | sed -E 's/^  "[^"]*": //; s/,$//' || true)
+    if [ "$E2E_RECORD" = 1 ]; then
+        for r in containerd crio; do
+            if [ "$r" = "$rt" ]; then
+                lines+=("  \"$r\": $obj")
+            else
+                line=$(grep -E "^  \"$r\": " "$E2E_RESULTS" 2>/dev/null | sed 's/,$//' || true)
+                [ -z "$line" ] || lines+=("$line")
+            fi
+        done
+        # Rewritten in place: the file keeps its owner.
+        {
+            echo '{'
+            for r in "${!lines[@]}"; do
+                if [ "$r" -lt $((${#lines[@]} - 1)) ]; then echo "${lines[$r]},"; else echo "${lines[$r]}"; fi
+            done
+            echo '}'
+        } >"$E2E_RESULTS"
+        log "E2E_RECORD=1: wrote $rt's figures to docs/e2e.json"
+    elif [ "$recorded" = "$obj" ]; then
+        log "the figures match docs/e2e.json"
+    else
+        die "the figures differ from docs/e2e.json's
+  recorded: ${recorded:-(none)}
+  this run: $obj
+  if the change is meant (another release, test list or machine), record the
+  figures with \`E2E_RECORD=1 make e2e-$rt\` and commit docs/e2e.json"
+    fi
 }

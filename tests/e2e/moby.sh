@@ -124,13 +124,7 @@ setup_flavor "moby-$MOBY_VERSION" "$src" "$nri_version"
 bin=$E2E_BUILD/bin/moby-$MOBY_VERSION-$(flavor)
 build_cached "$bin" build_moby "$MOBY_VERSION $ld $tags ${OVERLAY_FLAG[*]}"
 ldd "$bin/dockerd" >/dev/null 2>&1 && die "$bin/dockerd should be static but is dynamically linked"
-has_c_abi=$(go tool nm "$bin/dockerd" | grep -c ' nri_adaptation_new$' || true)
-if [ "$(flavor)" = nri-rs ]; then
-    # The swap must be real: the daemon links the Rust core.
-    [ "$has_c_abi" != 0 ] || die "$bin/dockerd does not link nri_adaptation_new: the overlay was not applied"
-else
-    [ "$has_c_abi" = 0 ] || die "the stock $bin/dockerd links nri_adaptation_new"
-fi
+check_links_nri_rs "$bin/dockerd"
 build_secs=$BUILD_SECS
 
 # containerd_runtime: CTRD_BIN, a directory holding a containerd daemon
