@@ -203,6 +203,7 @@ impl Adjuster<'_> {
             namespaces,
             &mut ctr.namespaces,
             &mut reply.namespaces,
+            reply_only,
         )?;
         // Markers of sysctls that are only removed stay in the reply's
         // sysctls, as upstream does since v0.12.3 (v0.12.2 put them in the
@@ -580,13 +581,24 @@ impl Default for Touched {
 ///
 /// Upstream rebuilds the container's list from a Go map, so its order is
 /// random; here it is kept: replaced in place, new types appended.
+///
+/// With `reply_only` (nothing reads `ctr` or the claims after this merge,
+/// [`CreateResult::read_by_reply_only`]) a list going into a reply that has
+/// no namespaces yet becomes the reply's as it is, unless two of its
+/// entries have the same type: only that could conflict, and then the full
+/// merge reports it.
 pub(super) fn adjust_namespaces(
     claims: &mut Claims<'_>,
     mut namespaces: Vec<LinuxNamespace>,
     ctr: &mut Vec<LinuxNamespace>,
     reply: &mut Vec<LinuxNamespace>,
+    reply_only: bool,
 ) -> Result<(), ConflictError> {
     if namespaces.is_empty() {
+        return Ok(());
+    }
+    if reply_only && reply.is_empty() && distinct_types(&namespaces) {
+        *reply = namespaces;
         return Ok(());
     }
     // Every type is claimed first, in one pass over the owners; the claims
@@ -628,6 +640,15 @@ pub(super) fn adjust_namespaces(
         reply.append(&mut namespaces);
     }
     outcome
+}
+
+/// Whether no two entries of `namespaces` claim the same type.
+fn distinct_types(namespaces: &[LinuxNamespace]) -> bool {
+    steps(namespaces.len());
+    let mut seen = HashSet::with_capacity(namespaces.len());
+    namespaces
+        .iter()
+        .all(|ns| seen.insert(marked_for_removal(&ns.type_).unwrap_or(&ns.type_)))
 }
 
 /// A container's namespaces, one per type, in list order, each type found
