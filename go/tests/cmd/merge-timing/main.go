@@ -8,7 +8,10 @@
 //	go run ./cmd/merge-timing -n 60000 -runs 11 [-validate]
 //
 // It links libnri.a (PKG_CONFIG_PATH as for the Go tests; a release build
-// for figures worth comparing). It prints figures and asserts nothing.
+// for figures worth comparing). Go's build cache does not see which
+// libnri.a it links: to compare two builds of it, set CGO_LDFLAGS=-L<dir>
+// and a stamp of the library in CGO_CFLAGS for each, as the Makefile does.
+// It prints figures and asserts nothing.
 package main
 
 import (
