@@ -1,6 +1,7 @@
 //! Merging one plugin's `ContainerAdjustment` of a CreateContainer into
 //! the reply, and into the request's container for the plugins after it.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 use protobuf::MessageField;
@@ -202,6 +203,7 @@ impl Adjuster<'_> {
             namespaces,
             &mut ctr.namespaces,
             &mut reply.namespaces,
+            reply_only,
         )?;
         // Markers of sysctls that are only removed stay in the reply's
         // sysctls, as upstream does since v0.12.3 (v0.12.2 put them in the
@@ -579,41 +581,82 @@ impl Default for Touched {
 ///
 /// Upstream rebuilds the container's list from a Go map, so its order is
 /// random; here it is kept: replaced in place, new types appended.
+///
+/// With `reply_only` (nothing reads `ctr` or the claims after this merge,
+/// [`CreateResult::read_by_reply_only`]) a list going into a reply that has
+/// no namespaces yet becomes the reply's as it is, unless two of its
+/// entries have the same type: only that could conflict, and then the full
+/// merge reports it.
 pub(super) fn adjust_namespaces(
     claims: &mut Claims<'_>,
-    namespaces: Vec<LinuxNamespace>,
+    mut namespaces: Vec<LinuxNamespace>,
     ctr: &mut Vec<LinuxNamespace>,
     reply: &mut Vec<LinuxNamespace>,
+    reply_only: bool,
 ) -> Result<(), ConflictError> {
     if namespaces.is_empty() {
         return Ok(());
     }
-    // Upstream's map also collapses duplicate types of the original list.
-    let mut by_type = NamespacesByType::collapse(std::mem::take(ctr));
-    let outcome = namespaces.into_iter().try_for_each(|ns| {
-        steps(1);
-        match marked_for_removal(&ns.type_) {
-            Some(kind) => {
-                claims.key(Field::Namespace, kind)?;
-                by_type.remove(kind);
-            }
-            None => {
-                claims.key(Field::Namespace, &ns.type_)?;
-                by_type.upsert(ns.clone());
-            }
-        }
-        reply.push(ns);
-        Ok(())
-    });
+    if reply_only && reply.is_empty() && distinct_types(&namespaces) {
+        *reply = namespaces;
+        return Ok(());
+    }
+    // Every type is claimed first, in one pass over the owners; the claims
+    // take one type at a time and stop at a conflict, so `reached` then
+    // counts the entries before it and the conflicting one.
+    steps(namespaces.len());
+    if namespaces.len() >= RESERVE_FROM {
+        claims.reserve_keys(Field::Namespace, namespaces.len());
+    }
+    let mut reached = 0;
+    let outcome = claims.keys(
+        Field::Namespace,
+        namespaces.iter().map(|ns| {
+            reached += 1;
+            marked_for_removal(&ns.type_).unwrap_or(&ns.type_)
+        }),
+    );
+    let claimed = if outcome.is_ok() {
+        namespaces.len()
+    } else {
+        reached - 1
+    };
+    namespaces.truncate(claimed);
+
     // Also after a conflict, so the container holds what was merged so far.
+    // Upstream's map also collapses duplicate types of the original list.
+    let mut by_type = NamespacesByType::collapse(std::mem::take(ctr), claimed);
+    steps(claimed);
+    for ns in &mut namespaces {
+        match marked_for_removal(&ns.type_) {
+            Some(kind) => by_type.remove(kind),
+            None => by_type.upsert_copy(ns),
+        }
+    }
     *ctr = by_type.into_list();
+    if reply.is_empty() {
+        *reply = namespaces;
+    } else {
+        reply.append(&mut namespaces);
+    }
     outcome
+}
+
+/// Whether no two entries of `namespaces` claim the same type.
+fn distinct_types(namespaces: &[LinuxNamespace]) -> bool {
+    steps(namespaces.len());
+    let mut seen = HashSet::with_capacity(namespaces.len());
+    namespaces
+        .iter()
+        .all(|ns| seen.insert(marked_for_removal(&ns.type_).unwrap_or(&ns.type_)))
 }
 
 /// A container's namespaces, one per type, in list order, each type found
 /// by a hash lookup rather than a scan of the list.
 struct NamespacesByType {
-    /// Removed entries leave a hole, so later positions stay valid.
+    /// The entries without their type, which is their key in `at` (so it
+    /// is not copied twice). Removed entries leave a hole, so that later
+    /// positions stay valid.
     slots: Vec<Option<LinuxNamespace>>,
     /// Type → its position in `slots`. SipHash, as for `Edits::touched`.
     at: HashMap<String, usize>,
@@ -621,28 +664,39 @@ struct NamespacesByType {
 
 impl NamespacesByType {
     /// One entry per type at the type's first position, holding its last
-    /// value, as upstream's map collapses duplicates.
-    fn collapse(list: Vec<LinuxNamespace>) -> Self {
+    /// value, as upstream's map collapses duplicates; room for `more`.
+    fn collapse(list: Vec<LinuxNamespace>, more: usize) -> Self {
         let mut by_type = NamespacesByType {
-            slots: Vec::with_capacity(list.len()),
-            at: HashMap::with_capacity(list.len()),
+            slots: Vec::with_capacity(list.len() + more),
+            at: HashMap::with_capacity(list.len() + more),
         };
-        for ns in list {
+        for mut ns in list {
             steps(1);
-            by_type.upsert(ns);
+            let kind = std::mem::take(&mut ns.type_);
+            by_type.put(kind, ns);
         }
         by_type
     }
 
-    /// Replaces the entry of `ns`'s type in place, or appends `ns`.
-    fn upsert(&mut self, ns: LinuxNamespace) {
-        match self.at.get(&ns.type_) {
-            Some(&at) => self.slots[at] = Some(ns),
-            None => {
-                self.at.insert(ns.type_.clone(), self.slots.len());
+    /// Replaces the entry of type `kind` in place, or appends `ns` (its
+    /// type taken out).
+    fn put(&mut self, kind: String, ns: LinuxNamespace) {
+        match self.at.entry(kind) {
+            Entry::Occupied(at) => self.slots[*at.get()] = Some(ns),
+            Entry::Vacant(at) => {
+                at.insert(self.slots.len());
                 self.slots.push(Some(ns));
             }
         }
+    }
+
+    /// [`put`](Self::put)s a copy of `ns`, which the reply keeps.
+    fn upsert_copy(&mut self, ns: &mut LinuxNamespace) {
+        // The rest of `ns` copied without its type, then the type once.
+        let kind = std::mem::take(&mut ns.type_);
+        let copy = ns.clone();
+        ns.type_ = kind;
+        self.put(ns.type_.clone(), copy);
     }
 
     /// Drops the entry of type `kind`; a type re-added later goes last.
@@ -652,8 +706,14 @@ impl NamespacesByType {
         }
     }
 
-    fn into_list(self) -> Vec<LinuxNamespace> {
-        steps(self.slots.len());
+    fn into_list(mut self) -> Vec<LinuxNamespace> {
+        steps(self.slots.len() + self.at.len());
+        // Each entry left has its type in `at`, and each type an entry.
+        for (kind, at) in self.at {
+            if let Some(ns) = &mut self.slots[at] {
+                ns.type_ = kind;
+            }
+        }
         self.slots.into_iter().flatten().collect()
     }
 }

@@ -490,3 +490,63 @@ fn many_plugins() {
         Merge::Create(req, replies)
     });
 }
+
+/// Not a check: the time one CreateContainer reply of [`LARGE`] distinct
+/// namespace types takes to merge, for comparison with upstream's (run in
+/// release: `cargo test --release -p nri-runtime --lib namespaces_timed --
+/// --ignored --nocapture`), merged into the container and read by its
+/// reply only. `NRI_TIMED_RUNS` sets how many merges of each (21).
+/// Building the reply and freeing the result are not timed; the counting
+/// allocator of the test build is.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn namespaces_timed() {
+    let runs = std::env::var("NRI_TIMED_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(21);
+    for reply_only in [false, true] {
+        let mut ns = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let merge = one_adjustment(
+                ctr(),
+                linux(|l| l.namespaces = keys(LARGE, "ns").map(namespace).collect()),
+            );
+            let Merge::Create(mut req, replies) = merge else {
+                unreachable!("one_adjustment builds a creation")
+            };
+            let mut result = CreateResult::new(&mut req);
+            if reply_only {
+                result.read_by_reply_only();
+            }
+            ns.push(timed_apply(&mut result, &mut req, replies));
+            drop((req, result));
+        }
+        ns.sort_by(f64::total_cmp);
+        eprintln!(
+            "namespaces, {LARGE} types, {runs} merges{}: min {:.0} ns, median {:.0} ns per entry",
+            if reply_only {
+                " read by the reply only"
+            } else {
+                ""
+            },
+            ns[0],
+            ns[runs / 2]
+        );
+    }
+}
+
+/// Merges `replies`; the nanoseconds it took per [`LARGE`] entries. Not
+/// inlined, so that a profiler can count this part alone.
+#[inline(never)]
+fn timed_apply(
+    result: &mut CreateResult,
+    req: &mut CreateContainerRequest,
+    replies: Vec<(String, CreateContainerResponse)>,
+) -> f64 {
+    let start = std::time::Instant::now();
+    for (plugin, rpl) in replies {
+        result.apply(req, &plugin, rpl).expect("no conflict");
+    }
+    start.elapsed().as_nanos() as f64 / LARGE as f64
+}
