@@ -45,3 +45,15 @@ echo "docs: links resolve and stay inside the repository"
 
 # Measured figures in hand-written text come from the committed results.
 python3 tests/lint/figures.py
+
+# The pages a newcomer reads first stay at reader size: README is an entry
+# point, the reports are results and method (the history is in git log).
+for limit in README.md:200 docs/PERFORMANCE.md:300 docs/RELIABILITY.md:300; do
+    file=${limit%:*} max=${limit#*:}
+    lines=$(wc -l < "$file")
+    if [ "$lines" -gt "$max" ]; then
+        echo "docs: $file has $lines lines, more than $max: say less, or link" >&2
+        exit 1
+    fi
+done
+echo "docs: README.md, PERFORMANCE.md and RELIABILITY.md within their sizes"
