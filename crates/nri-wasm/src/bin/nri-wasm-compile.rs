@@ -22,7 +22,8 @@ usage: nri-wasm-compile [--cache-dir DIR] [--timeout SECONDS] [--verbose] [--] P
 
 Compiles WASM NRI plugins ahead of the runtime into the compiled-module
 cache that an nri-rs runtime built with compiled WASM reads, so that the
-runtime loads them compiled instead of compiling them when it starts.
+runtime loads them compiled rather than running them on the engine its
+host lends (go/adaptation: wazero) or compiling them when it starts.
 Each PATH is a module, or a directory (such as the runtime's plugin
 directory, /opt/nri/plugins by default) that stands for the WASM modules
 in it, told apart from its executables and other files, which are
