@@ -118,15 +118,6 @@ sed 's|nri "github.com/nri-rs/nri-rs/go/adaptation"|nri "github.com/containerd/n
     "$root/go/example/main.go" >"$work/runtime/main.go"
 grep -q '"github.com/containerd/nri/pkg/adaptation"' "$work/runtime/main.go" ||
     { echo "outside: go/example/main.go no longer imports go/adaptation as expected" >&2; exit 1; }
-# The packages go/adaptation imports beyond upstream's must be in the
-# runtime's vendor/ too (a runtime that uses them has them): this small
-# one imports them itself, as listed in the installed sources.
-{
-    printf 'package main\n\nimport (\n'
-    sed -n '/^import (/,/^)/p; /^import "/p' "$work/prefix2/share/nri-rs/go/adaptation/"*.go |
-        grep -oE '"[a-z0-9.-]+\.[a-z]+/[^"]*"' | sort -u | sed 's/^/\t_ /'
-    printf ')\n'
-} >"$work/runtime/deps.go"
 cat >"$work/runtime/go.mod" <<MOD
 module example.com/nri-runtime
 
@@ -146,7 +137,8 @@ grep -q "\"$work/prefix2/share/nri-rs/go/adaptation/shims.c\"" "$work/overlay.js
 "${runtime_env[@]}" GOFLAGS=-mod=vendor go build -overlay "$work/overlay.json" -o "$work/runtime-overlay" . 2>"$work/overlay.log" ||
     { cat "$work/overlay.log" >&2; exit 1; }
 # nri-rs's core is in it (nri.h's functions), upstream's Go runtime is not.
-go tool nm "$work/runtime-overlay" | grep -q ' nri_adaptation_' ||
+go tool nm "$work/runtime-overlay" >"$work/nm.txt"
+grep -q ' nri_adaptation_' "$work/nm.txt" ||
     { echo "outside: the overlay build did not link libnri.a" >&2; exit 1; }
 run "$work/runtime-overlay"
 
