@@ -52,8 +52,10 @@ mkdir -p .cargo
 {
     echo "# Written by make dist: crates.io's crates come from vendor/, so that"
     echo "# this tree builds with no network (docs/PACKAGING.md)."
-    "$cargo" vendor --locked --quiet --sync fuzz/Cargo.toml vendor
-} >.cargo/config.toml
+    "$cargo" vendor --locked --sync fuzz/Cargo.toml vendor
+} >.cargo/config.toml 2>"$stage/vendor.log" || { cat "$stage/vendor.log" >&2; exit 1; }
+grep -q '^replace-with = "vendored-sources"' .cargo/config.toml ||
+    { echo "dist: cargo vendor wrote no source replacement:" >&2; cat .cargo/config.toml >&2; exit 1; }
 for m in go go/tests; do
     say "go mod vendor ($m)"
     (cd "$m" && GOFLAGS=-mod=mod "$go" mod vendor)
