@@ -41,7 +41,7 @@ NRI_VERSION := $(shell sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\
 # profile"). Every release build of the library goes through this.
 # NRI_FEATURES adds nri-capi's cargo features: compiled-wasm, the library's
 # own WASM compiler (wasmtime, Cranelift; off by default, see
-# docs/INTEGRATION.md), e.g. `make install NRI_FEATURES=compiled-wasm`.
+# docs/INTEGRATION.md), e.g. `make release install NRI_FEATURES=compiled-wasm`.
 NRI_FEATURES ?=
 RELEASE_LIB = $(CARGO) rustc --release -p nri-capi --lib --crate-type staticlib $(if $(NRI_FEATURES),--features "$(NRI_FEATURES)")
 COMPILED_WASM = $(filter compiled-wasm,$(NRI_FEATURES))
@@ -54,7 +54,7 @@ BENCH_PLUGIN = $(CARGO) rustc --profile plugin -p nri-test-tools --bin nri-bench
 BENCH_RUST_PLUGIN = $(TARGET_DIR)/plugin/nri-bench-plugin
 
 LINT_PHONY := lint lint-rust lint-go lint-sh lint-docs lint-deny
-.PHONY: $(LINT_PHONY) size test-size fuzz fuzz-corpus provenance pkgconfig install test-install all build demo demo-go example test test-rust test-go test-c conformance upstream-check e2e e2e-containerd e2e-crio e2e-moby bench bench-run soak soak-run header check-header fmt clean
+.PHONY: $(LINT_PHONY) dist-unpack size test-size fuzz fuzz-corpus provenance pkgconfig release install uninstall check dist build-against test-install all build demo demo-go example test test-rust test-go test-c conformance upstream-check e2e e2e-containerd e2e-crio e2e-moby bench bench-run soak soak-run header check-header fmt clean
 
 all: build
 
@@ -66,41 +66,57 @@ build:
 ## pkgconfig: nri.pc for the library in NRI_LIB_DIR, as it lies in the tree
 pkgconfig:
 	@mkdir -p $(NRI_LIB_DIR)/pkgconfig
-	@$(call write-pc,$(NRI_LIB_DIR),$(NRI_LIB_DIR),$(NRI_INCLUDE_DIR)) > $(NRI_LIB_DIR)/pkgconfig/nri.pc
+	@$(INSTALL_SH) pc $(NRI_LIB_DIR) $(NRI_LIB_DIR) $(NRI_INCLUDE_DIR) > $(NRI_LIB_DIR)/pkgconfig/nri.pc
 
-# write-pc PREFIX,LIBDIR,INCLUDEDIR: nri.pc on stdout, from its template.
-write-pc = sed -e 's|@PREFIX@|$(1)|' -e 's|@LIBDIR@|$(2)|' -e 's|@INCLUDEDIR@|$(3)|' \
-  -e 's|@VERSION@|$(NRI_VERSION)|' -e 's|@NATIVE_LIBS@|$(NRI_PC_LIBS)|' crates/nri-capi/nri.pc.in
-
-## install: libnri.a, nri.h, nri.pc and nri.proto under DESTDIR/PREFIX
-## (release build); with NRI_FEATURES=compiled-wasm also nri-wasm-compile,
-## which a node's setup runs so that the runtime runs its WASM plugins
-## compiled rather than on wazero. `pkg-config --cflags --libs nri` then
-## has what a C or cgo build needs; see docs/INTEGRATION.md.
-PREFIX  ?= /usr/local
-DESTDIR ?=
-BINDIR  ?= $(PREFIX)/bin
-LIBDIR  ?= $(PREFIX)/lib
-INCLUDEDIR ?= $(PREFIX)/include
-DATADIR ?= $(PREFIX)/share
-install:
+## release: build, as a user, everything `make install` installs: the
+## release libnri.a (and with NRI_FEATURES=compiled-wasm nri-wasm-compile).
+## The header, nri.proto, the overlay writer and its Go sources are files
+## of the tree. docs/PACKAGING.md.
+release:
 	$(RELEASE_LIB) --locked
 	@# Release, with nri-capi selected too so that features resolve as
 	@# for the library: the tool then links the very dependencies the
 	@# library was built from (nothing is compiled again), and its engine
 	@# is the library's, which the files it writes need in order to load.
 	$(if $(COMPILED_WASM),$(CARGO) build --release --locked -p nri-wasm -p nri-capi --features "$(NRI_FEATURES)" --bin nri-wasm-compile)
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(DATADIR)/nri-rs
-	$(if $(COMPILED_WASM),install -D -m 755 $(TARGET_DIR)/release/nri-wasm-compile $(DESTDIR)$(BINDIR)/nri-wasm-compile)
-	@# Without debug sections, as a distribution ships a library (a fifth
-	@# of the archive: the standard library's line tables and their
-	@# relocations); symbols and unwinding tables stay.
-	install -m 644 $(TARGET_DIR)/release/libnri.a $(DESTDIR)$(LIBDIR)/libnri.a
-	strip --strip-debug $(DESTDIR)$(LIBDIR)/libnri.a
-	install -m 644 $(NRI_INCLUDE_DIR)/nri.h $(DESTDIR)$(INCLUDEDIR)/nri.h
-	install -m 644 crates/nri-api/proto/nri.proto $(DESTDIR)$(DATADIR)/nri-rs/nri.proto
-	$(call write-pc,$(PREFIX),$(LIBDIR),$(INCLUDEDIR)) > $(DESTDIR)$(LIBDIR)/pkgconfig/nri.pc
-	@chmod 644 $(DESTDIR)$(LIBDIR)/pkgconfig/nri.pc
+
+## install: copy what `make release` built, and nothing else, under
+## DESTDIR/PREFIX (run as root; fails if something was not built):
+## libnri.a (without debug sections), nri.h, nri.pc, nri.proto, the
+## overlay writer nri-rs-overlay with the go/adaptation sources it maps,
+## and with NRI_FEATURES=compiled-wasm nri-wasm-compile and its man page,
+## which a node's setup runs so that the runtime runs its WASM plugins
+## compiled rather than on wazero. `pkg-config --cflags --libs nri` then
+## has what a C or cgo build needs; see docs/PACKAGING.md.
+## uninstall: remove what install put (the list it wrote).
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR ?= $(PREFIX)/share
+MANDIR  ?= $(DATADIR)/man
+INSTALL_SH = DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" BINDIR="$(BINDIR)" LIBDIR="$(LIBDIR)" \
+  INCLUDEDIR="$(INCLUDEDIR)" DATADIR="$(DATADIR)" MANDIR="$(MANDIR)" TARGET_DIR="$(TARGET_DIR)" \
+  COMPILED_WASM=$(if $(COMPILED_WASM),1,0) NRI_FEATURES="$(NRI_FEATURES)" NRI_VERSION="$(NRI_VERSION)" \
+  NRI_PC_LIBS="$(NRI_PC_LIBS)" packaging/install.sh
+install:
+	@$(INSTALL_SH) install
+
+uninstall:
+	@$(INSTALL_SH) uninstall
+
+## check: the tests that need neither root nor network (Rust, Go, C);
+## from the tarball of `make dist` they run offline. docs/PACKAGING.md.
+check: test-rust test-go test-c
+
+## dist: build/dist/nri-rs-VERSION.tar.gz and .sha256: the working tree as
+## git sees it, with vendored crates and Go modules (packaging/dist.sh)
+DIST_DIR := $(CURDIR)/build/dist
+DIST_NAME := nri-rs-$(NRI_VERSION)
+DIST_TARBALL := $(DIST_DIR)/$(DIST_NAME).tar.gz
+dist:
+	CARGO="$(CARGO)" GO="$(GO)" packaging/dist.sh $(NRI_VERSION) $(DIST_DIR)
 
 ## demo: the Rust adaptation core hosting Rust plugins, driving one pod and container
 demo: build
@@ -116,22 +132,57 @@ example: build
 
 ## test: every test (Rust unit + integration, Go wrapper, wire and interop,
 ## upstream's adaptation suite, header, C tests of the ABI, containerd and
-## CRI-O built with nri-rs running their own NRI end-to-end tests).
+## CRI-O built with nri-rs running their own NRI end-to-end tests), on the
+## tarball of `make dist`: unpacked into build/dist-test, `make check`'s
+## steps run there offline, then the steps that need the network or root
+## run there too, on the same build (nothing is compiled twice).
 ## The steps run in this order, each timed, so that a slow CI run says
 ## which step took the time.
-TEST_STEPS := check-header provenance test-rust test-go conformance test-c test-size test-install e2e
+DIST_TEST := $(CURDIR)/build/dist-test
+DIST_SRC := $(DIST_TEST)/$(DIST_NAME)
+# A step in the unpacked tarball: its own target directory, whatever
+# CARGO_TARGET_DIR or TARGET_DIR say here; the e2e builds' cache stays in
+# this tree's build/ (the unpacked tree is replaced by each run).
+# The flags this Makefile exports for the tree's library are left out.
+IN_DIST = env -u NRI_LIB_DIR -u PKG_CONFIG_PATH -u CGO_CFLAGS -u CGO_LDFLAGS CARGO_TARGET_DIR=$(DIST_SRC)/target NRI_TOOLS=$(TOOLS) \
+  E2E_BUILD=$(or $(E2E_BUILD),$(CURDIR)/build/e2e) \
+  $(MAKE) --no-print-directory -C $(DIST_SRC) TARGET_DIR=$(DIST_SRC)/target
+# No network: cargo offline (vendor/ through .cargo/config.toml), Go from
+# vendor/ with no module proxy and no toolchain download.
+OFFLINE_ENV := CARGO_NET_OFFLINE=true GOPROXY=off GOTOOLCHAIN=local GOFLAGS='-mod=vendor -buildvcs=false'
+# check's steps (offline:) and the rest (dist:) in the unpacked tarball.
+TEST_STEPS := check-header provenance dist dist-unpack \
+  offline:test-rust offline:test-go offline:test-c \
+  dist:build-against dist:conformance dist:test-size dist:test-install dist:e2e
 test:
+	rm -rf $(DIST_TEST)
 	@times=""; for step in $(TEST_STEPS); do \
+	  name=$${step#*:}; \
 	  start=$$(date +%s); \
-	  if ! $(MAKE) --no-print-directory $$step; then \
-	    echo "make test: $$step failed after $$(( $$(date +%s) - start )) s (before it:$$times)"; \
+	  case $$step in \
+	    offline:*) env $(OFFLINE_ENV) $(IN_DIST) $$name;; \
+	    dist:*) $(IN_DIST) $$name;; \
+	    *) $(MAKE) --no-print-directory $$name;; \
+	  esac; \
+	  rc=$$?; \
+	  took=$$(( $$(date +%s) - start )); \
+	  if [ $$rc -ne 0 ]; then \
+	    echo "make test: $$name failed after $$took s (before it:$$times)"; \
 	    exit 1; \
 	  fi; \
-	  took=$$(( $$(date +%s) - start )); \
-	  echo "make test: $$step took $$took s"; \
-	  times="$$times $$step $${took}s"; \
+	  echo "make test: $$name took $$took s"; \
+	  times="$$times $$name $${took}s"; \
 	done; \
-	echo "make test: step times:$$times"
+	echo "make test: step times:$$times"; \
+	echo "make test: $(DIST_TEST) takes $$(du -sh $(DIST_TEST) | cut -f1)"
+
+## dist-unpack: the tarball of `make dist`, checked against its .sha256 and
+## unpacked into build/dist-test (the previous one removed)
+dist-unpack:
+	rm -rf $(DIST_TEST)
+	cd $(DIST_DIR) && sha256sum --quiet -c $(DIST_NAME).tar.gz.sha256
+	mkdir -p $(DIST_TEST)
+	tar -xzf $(DIST_TARBALL) -C $(DIST_TEST)
 
 # The workspace's tests build the core without its compiled-wasm feature,
 # as libnri.a is by default; the core's WASM tests run again with it (only
@@ -244,6 +295,11 @@ test-go: build
 	cd go && $(GO_TEST_BINS) $(GO) test $(GO_TEST_FLAGS) -count=1 -tags nri_no_wasm -run '^TestNoWasmTag' ./adaptation/
 	@# The spec generator's differential counts (the test passed above).
 	cd go && GOEXPERIMENT=cgocheck2 $(GO) test -race -count=1 -run '^TestDifferential$$' -v ./generate/ | grep '^spec generator'
+
+## build-against: go/adaptation built against each upstream release it
+## supports, in a scratch module (needs those releases in the Go module
+## cache or the module proxy: part of `make test`, not of `make check`)
+build-against: build
 	for v in $(BUILD_AGAINST_VERSIONS); do tests/conformance/build-against.sh $$v || exit 1; done
 
 ## test-c: the C tests of include/nri.h (tests/c), with cmocka, against the
@@ -288,7 +344,7 @@ size:
 ## into a temporary prefix, then a Go program on go/adaptation built with
 ## only PKG_CONFIG_PATH, dynamic and static, run with a real plugin; and
 ## the template plugin built as a crate of its own on the packaged crates
-test-install: build
+test-install: build release
 	tests/install/outside.sh $(TARGET_DIR)/debug/nri-logger
 	CARGO="$(CARGO)" tests/install/plugin-outside.sh
 
@@ -311,16 +367,16 @@ upstream-check: build
 E2E_STOCK ?= 0
 e2e: e2e-containerd e2e-crio
 
-e2e-containerd:
+e2e-containerd: release
 	E2E_STOCK=$(E2E_STOCK) tests/e2e/containerd.sh
 
-e2e-crio:
+e2e-crio: release
 	E2E_STOCK=$(E2E_STOCK) tests/e2e/crio.sh
 
 ## e2e-moby: Docker Engine (moby) built with nri-rs, running moby's NRI unit
 ## and integration tests; both flavours, stock dockerd first, unless
 ## E2E_STOCK is given (root; docs/INTEGRATION.md). Not part of `make test`.
-e2e-moby:
+e2e-moby: release
 	$(if $(filter command line environment,$(origin E2E_STOCK)),E2E_STOCK=$(E2E_STOCK)) tests/e2e/moby.sh
 
 ## bench: upstream Go NRI and nri-rs side by side (go/tests/bench): writes

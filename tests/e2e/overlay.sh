@@ -11,6 +11,7 @@
 # Subpackages (pkg/adaptation/builtin) stay upstream's.
 #
 # usage: overlay.sh PKG_DIR NRI_VERSION OUT.json
+#   (installed by `make install` as nri-rs-overlay; docs/PACKAGING.md)
 #   PKG_DIR      absolute path of the runtime's copy of pkg/adaptation,
 #                e.g. $SRC/vendor/github.com/containerd/nri/pkg/adaptation
 #   NRI_VERSION  the NRI version the runtime pins (vendor/modules.txt)
@@ -19,7 +20,10 @@ set -euo pipefail
 pkgdir=${1:?usage: overlay.sh PKG_DIR NRI_VERSION OUT.json}
 version=${2:?usage: overlay.sh PKG_DIR NRI_VERSION OUT.json}
 out=${3:?usage: overlay.sh PKG_DIR NRI_VERSION OUT.json}
-ours=$(cd "$(dirname "$0")/../../go/adaptation" && pwd)
+# nri-rs's go/ (adaptation-files.sh, adaptation/): this repository's, or
+# where `make install` put it (it rewrites this line).
+go_dir=$(cd "$(dirname "$0")/../../go" && pwd)
+ours=$go_dir/adaptation
 
 case "$pkgdir" in /*) ;; *) echo "overlay.sh: PKG_DIR must be absolute (go reads overlay paths as given)" >&2; exit 1 ;; esac
 [ -f "$pkgdir/adaptation.go" ] || { echo "overlay.sh: $pkgdir is not upstream's pkg/adaptation" >&2; exit 1; }

@@ -14,23 +14,58 @@ use std::time::Duration;
 use nri_api::{is_wasm_module, DEFAULT_REGISTRATION_TIMEOUT};
 use nri_wasm::{precompile, Precompiled, DEFAULT_CACHE_DIR};
 
-const USAGE: &str = "\
-usage: nri-wasm-compile [--cache-dir DIR] [--timeout SECONDS] [--verbose] PATH...
+const USAGE: &str =
+    "usage: nri-wasm-compile [--cache-dir DIR] [--timeout SECONDS] [--verbose] [--] PATH...";
 
-Compiles each WASM plugin module into the compiled-module cache that the
-nri-rs runtime reads (default /var/cache/nri/wasm; the runtime's
-WithWasmCacheDir / nri_options_set_wasm_cache_dir). A PATH that is a
-directory, such as the runtime's plugin directory, stands for the WASM
-modules in it; its other files are skipped. Each module is also started
-and its plugin interface checked, as the runtime does at load.
+const HELP: &str = "\
+usage: nri-wasm-compile [--cache-dir DIR] [--timeout SECONDS] [--verbose] [--] PATH...
 
-  --cache-dir DIR      the runtime's cache directory
-  --timeout SECONDS    how long a module's start function may run (default 5,
-                       the runtime's registration timeout)
-  --verbose            the engine's and the modules' log lines on stderr
+Compiles WASM NRI plugins ahead of the runtime into the compiled-module
+cache that an nri-rs runtime built with compiled WASM reads, so that the
+runtime loads them compiled rather than running them on the engine its
+host lends (go/adaptation: wazero) or compiling them when it starts.
+Each PATH is a module, or a directory (such as the runtime's plugin
+directory, /opt/nri/plugins by default) that stands for the WASM modules
+in it, told apart from its executables and other files, which are
+skipped. Each module is also started and its plugin interface checked,
+as the runtime does when it loads one.
 
-Exit status: 0 when every module is in the cache, 1 when one is not,
-2 for a usage error.";
+Run it as the runtime's user (the cache is trusted only when that user
+owns it and nobody else may write it), with the same build of nri-rs as
+the runtime: the files hold machine code for this engine's version and
+configuration, and a runtime of another build ignores them.
+
+Options:
+  --cache-dir DIR      the runtime's cache directory (default
+                       /var/cache/nri/wasm; the runtime's WithWasmCacheDir,
+                       nri_options_set_wasm_cache_dir). Created mode 0700
+                       if missing; refused if another user owns it or
+                       others may write to it.
+  --timeout SECONDS    how long a module's start function may run, above 0,
+                       fractions allowed (default 5, the runtime's
+                       registration timeout)
+  -v, --verbose        the engine's and the modules' log lines on stderr
+                       (without it, only warnings)
+  -h, --help           this text, on stdout
+  --                   the arguments after it are paths, even if they
+                       start with '-'
+
+What it writes: into DIR, one file per module, named by the SHA-256 of
+the module's bytes and of the engine's build, ending in .cwasm (written
+aside, then renamed whole). A module already there is left as it is. Files
+no runtime has loaded for 30 days are removed when a new one is stored.
+On stdout, one line per module: \"PATH: compiled in TIME: FILE\" or
+\"PATH: already compiled: FILE\", and \"DIR: no WASM modules\" for a
+directory without any. Errors go to stderr.
+
+Exit status:
+  0  every module given is in the cache (a directory without modules too)
+  1  a module could not be read, compiled, started or checked, or a
+     directory could not be read; the others are still compiled
+  2  usage error (unknown flag, missing value, no PATH)
+
+Example (the runtime's defaults, as root for a runtime running as root):
+  nri-wasm-compile --cache-dir /var/cache/nri/wasm /opt/nri/plugins";
 
 struct Args {
     cache_dir: PathBuf,
@@ -39,7 +74,20 @@ struct Args {
     paths: Vec<PathBuf>,
 }
 
-fn parse(mut argv: impl Iterator<Item = OsString>) -> Result<Args, String> {
+/// Why the command line does not give a run: `--help`, or an error.
+#[derive(Debug, PartialEq)]
+enum Usage {
+    Help,
+    Error(String),
+}
+
+impl From<&str> for Usage {
+    fn from(why: &str) -> Usage {
+        Usage::Error(why.to_string())
+    }
+}
+
+fn parse(mut argv: impl Iterator<Item = OsString>) -> Result<Args, Usage> {
     let mut args = Args {
         cache_dir: PathBuf::from(DEFAULT_CACHE_DIR),
         timeout: DEFAULT_REGISTRATION_TIMEOUT,
@@ -64,9 +112,11 @@ fn parse(mut argv: impl Iterator<Item = OsString>) -> Result<Args, String> {
                 args.timeout = Duration::from_secs_f64(secs);
             }
             Some("--verbose" | "-v") => args.verbose = true,
-            Some("--help" | "-h") => return Err(String::new()),
+            Some("--help" | "-h") => return Err(Usage::Help),
             Some("--") => args.paths.extend(argv.by_ref().map(PathBuf::from)),
-            Some(flag) if flag.starts_with('-') => return Err(format!("unknown flag {flag}")),
+            Some(flag) if flag.starts_with('-') => {
+                return Err(Usage::Error(format!("unknown flag {flag}")))
+            }
             _ => args.paths.push(arg.into()),
         }
     }
@@ -130,11 +180,14 @@ impl log::Log for Stderr {
 fn main() -> ExitCode {
     let args = match parse(std::env::args_os().skip(1)) {
         Ok(args) => args,
-        Err(why) => {
-            if !why.is_empty() {
-                eprintln!("nri-wasm-compile: {why}");
-            }
+        Err(Usage::Help) => {
+            println!("{HELP}");
+            return ExitCode::SUCCESS;
+        }
+        Err(Usage::Error(why)) => {
+            eprintln!("nri-wasm-compile: {why}");
             eprintln!("{USAGE}");
+            eprintln!("(nri-wasm-compile --help says more)");
             return ExitCode::from(2);
         }
     };
@@ -180,5 +233,53 @@ fn main() -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Result<Args, Usage> {
+        parse(list.iter().map(OsString::from))
+    }
+
+    #[test]
+    fn help_is_asked_for_with_either_flag() {
+        assert_eq!(args(&["--help"]).err(), Some(Usage::Help));
+        assert_eq!(args(&["-h", "x"]).err(), Some(Usage::Help));
+        assert!(matches!(args(&[]), Err(Usage::Error(_))));
+    }
+
+    #[test]
+    fn help_names_every_flag_the_parser_takes_exit_codes_and_an_example() {
+        let source = include_str!("nri-wasm-compile.rs");
+        let parser =
+            &source[source.find("fn parse(").unwrap()..source.find("fn modules(").unwrap()];
+        let mut flags = 0;
+        for quoted in parser.split('"').skip(1).step_by(2) {
+            if quoted.starts_with('-') && !quoted.contains(' ') {
+                assert!(HELP.contains(quoted), "--help does not name {quoted}");
+                flags += 1;
+            }
+        }
+        assert!(flags >= 7, "found {flags} flags in parse");
+        for want in [
+            "Exit status:",
+            "  0  ",
+            "  1  ",
+            "  2  ",
+            "Example",
+            ".cwasm",
+        ] {
+            assert!(HELP.contains(want), "--help has no {want:?}");
+        }
+        assert!(HELP.starts_with(USAGE));
+        assert!(HELP.contains(DEFAULT_CACHE_DIR));
+        assert_eq!(
+            DEFAULT_REGISTRATION_TIMEOUT,
+            Duration::from_secs(5),
+            "--help gives 5 s"
+        );
     }
 }
