@@ -53,11 +53,14 @@ do_install() {
         install -D -m "$1" "$2" "$DESTDIR$3"
         list+=("$3")
     }
-    # Without debug sections, as a distribution ships a library (a fifth
-    # of the archive: the standard library's line tables and their
-    # relocations); symbols and unwinding tables stay.
+    # Stripped of what a linker does not need, as a distribution ships a
+    # static library: the debug sections (the standard library's line
+    # tables and their relocations) and the local symbols (the names of
+    # the core's internal functions), a quarter of the archive. The
+    # exported symbols and the unwinding tables stay; a symbolized
+    # backtrace needs the unstripped archive of the build tree.
     put 644 "$lib" "$LIBDIR/libnri.a"
-    strip --strip-debug "$DESTDIR$LIBDIR/libnri.a"
+    strip --strip-unneeded "$DESTDIR$LIBDIR/libnri.a"
     put 644 "$root/crates/nri-capi/include/nri.h" "$INCLUDEDIR/nri.h"
     install -d "$DESTDIR$LIBDIR/pkgconfig"
     write_pc "$PREFIX" "$LIBDIR" "$INCLUDEDIR" >"$DESTDIR$LIBDIR/pkgconfig/nri.pc"
