@@ -54,7 +54,7 @@ BENCH_PLUGIN = $(CARGO) rustc --profile plugin -p nri-test-tools --bin nri-bench
 BENCH_RUST_PLUGIN = $(TARGET_DIR)/plugin/nri-bench-plugin
 
 LINT_PHONY := lint lint-rust lint-go lint-sh lint-docs lint-deny
-.PHONY: $(LINT_PHONY) dist-unpack size test-size fuzz fuzz-corpus provenance pkgconfig release install uninstall check dist build-against test-install all build demo demo-go example test test-rust test-go test-c conformance upstream-check e2e e2e-containerd e2e-crio e2e-moby bench bench-run soak soak-run header check-header fmt clean
+.PHONY: $(LINT_PHONY) dist-unpack size size-daemons test-size fuzz fuzz-corpus provenance pkgconfig release install uninstall check dist build-against test-install all build demo demo-go example test test-rust test-go test-c conformance upstream-check e2e e2e-containerd e2e-crio e2e-moby bench bench-run soak soak-run header check-header fmt clean
 
 all: build
 
@@ -339,6 +339,13 @@ size:
 	$(RELEASE_LIB)
 	@$(MAKE) --no-print-directory pkgconfig NRI_LIB_DIR=$(TARGET_DIR)/release
 	$(SIZE_REPORT) --json docs/size.json --doc docs/INTEGRATION.md
+
+## size-daemons: what containerd's (static) and CRI-O's daemons grow by,
+## each built stock and with nri-rs as the e2e builds it, stripped: into
+## docs/size.json ("daemons") and INTEGRATION.md's table, which `make size`
+## keeps (tests/size/daemons.sh; network, minutes; not part of `make test`)
+size-daemons: release
+	tests/size/daemons.sh
 
 ## test-install: nri-rs used from outside the repository: `make install`
 ## into a temporary prefix, then a Go program on go/adaptation built with

@@ -3,6 +3,7 @@
 #
 #   tests/e2e/containerd.sh               containerd with the Rust core swapped in
 #   E2E_STOCK=1 tests/e2e/containerd.sh   the same, stock (upstream's Go pkg/adaptation)
+#   E2E_BUILD_ONLY=1 tests/e2e/containerd.sh builds the daemon alone, prints "VERSION PATH"
 #
 # 1. fetches containerd $CONTAINERD_VERSION through the Go module proxy and
 #    vendors it (cached in build/e2e/src);
@@ -66,10 +67,12 @@ t0=$(date +%s)
 doc_check "$BUILD_DAEMON"
 figures_precheck
 need_common
-need_cmd pkill procps        # the restart tests kill the daemon by name
-need_cmd pidof sysvinit-utils
-grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
-    die "the kernel has no overlay filesystem (containerd's overlayfs snapshotter needs it)"
+if ! build_only; then
+    need_cmd pkill procps # the restart tests kill the daemon by name
+    need_cmd pidof sysvinit-utils
+    grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
+        die "the kernel has no overlay filesystem (containerd's overlayfs snapshotter needs it)"
+fi
 
 e2e_trap
 
@@ -93,18 +96,20 @@ build_containerd() {
     export VERSION=$CONTAINERD_VERSION REVISION=nri-rs-e2e
     run_documented "$BUILD_DAEMON"
     mv bin/containerd "$bin/$DAEMON"
+    if build_only; then return; fi
     nice -n 10 make bin/ctr bin/containerd-shim-runc-v2 EXTRA_LDFLAGS= >&2
     mv bin/ctr bin/containerd-shim-runc-v2 "$bin/"
     nice -n 10 go test -c "${OVERLAY_FLAG[@]}" -o "$bin/cri-integration.test" ./integration
 }
 
 setup_flavor "containerd-$CONTAINERD_VERSION" "$src" "$nri_version"
-bin=$E2E_BUILD/bin/containerd-$CONTAINERD_VERSION-$(flavor)
+bin=$(bin_dir "containerd-$CONTAINERD_VERSION")
 build_cached "$bin" build_containerd "$CONTAINERD_VERSION $BUILD_DAEMON ${OVERLAY_FLAG[*]}"
 if [ "$E2E_CONTAINERD_STATIC" = 1 ] && ldd "$bin/$DAEMON" >/dev/null 2>&1; then
     die "$bin/$DAEMON should be static but is dynamically linked"
 fi
 check_links_nri_rs "$bin/$DAEMON"
+built_daemon "$CONTAINERD_VERSION" "$bin/$DAEMON"
 build_secs=$BUILD_SECS
 if [ "$E2E_CRITEST" = 1 ]; then build_critest; fi
 

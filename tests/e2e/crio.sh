@@ -3,6 +3,7 @@
 #
 #   tests/e2e/crio.sh               CRI-O with the Rust core swapped in
 #   E2E_STOCK=1 tests/e2e/crio.sh   the same, stock (upstream's Go pkg/adaptation)
+#   E2E_BUILD_ONLY=1 tests/e2e/crio.sh builds the daemon alone, prints "VERSION PATH"
 #
 # The source is CRI-O's newest release the Go module proxy serves, v1.36.3,
 # as released: it pins NRI v0.11.0, and go/adaptation builds against that
@@ -60,8 +61,10 @@ doc_check "$BUILD_DAEMON"
 figures_precheck
 need_common
 need_cmd make make # pinns
-need_cmd conmon conmon
-need_cmd skopeo skopeo
+if ! build_only; then
+    need_cmd conmon conmon
+    need_cmd skopeo skopeo
+fi
 
 e2e_trap
 
@@ -99,15 +102,17 @@ build_crio() {
     rm -f bin/crio
     run_documented "$BUILD_DAEMON"
     mv bin/crio "$bin/crio"
+    if build_only; then return; fi
     nice -n 10 go test -trimpath -ldflags "$ld" -tags "test $BUILDTAGS" "${OVERLAY_FLAG[@]}" -c -o "$bin/nri.test" ./test/nri
     nice -n 10 make -s -C pinns >/dev/null
     cp bin/pinns "$bin/pinns"
 }
 
 setup_flavor "crio-$CRIO_VERSION" "$src" "$nri_version"
-bin=$E2E_BUILD/bin/crio-$CRIO_VERSION-$(flavor)
+bin=$(bin_dir "crio-$CRIO_VERSION")
 build_cached "$bin" build_crio "$CRIO_VERSION $nri_version $BUILD_DAEMON $ld $BUILDTAGS ${OVERLAY_FLAG[*]}"
 check_links_nri_rs "$bin/crio"
+built_daemon "$CRIO_VERSION" "$bin/crio"
 build_secs=$BUILD_SECS
 if [ "$E2E_CRITEST" = 1 ]; then build_critest; fi
 

@@ -16,6 +16,9 @@ E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 E2E_HERE=$E2E_ROOT/tests/e2e
 E2E_BUILD=${E2E_BUILD:-$E2E_ROOT/build/e2e}
 E2E_STOCK=${E2E_STOCK:-0}
+# E2E_BUILD_ONLY=1: build the daemon alone (no test binaries, no run) and
+# print "VERSION PATH" of its unstripped binary (tests/size/daemons.sh).
+E2E_BUILD_ONLY=${E2E_BUILD_ONLY:-0}
 # What differs from the default configuration, the one docs/e2e.json's
 # figures are for (nondefault; "VAR=value ...").
 E2E_NONDEFAULT=
@@ -68,6 +71,11 @@ need_cgroups() {
 # need_common: what both runs need (root, toolchains, runc, busybox, CNI
 # plugins, ip, cgroups).
 need_common() {
+    if build_only; then
+        need_cmd go "golang (Go 1.26+)"
+        need_cmd gcc gcc
+        return
+    fi
     need_root
     need_cmd go "golang (Go 1.26+)"
     need_cmd cargo "rust (rustup)"
@@ -300,6 +308,22 @@ nri_rs_env() {
 stock_env() {
     unset CGO_CFLAGS CGO_LDFLAGS PKG_CONFIG_PATH
     NRI_RS_VERSION=
+}
+
+build_only() { [ "$E2E_BUILD_ONLY" = 1 ]; }
+
+# bin_dir NAME: where the builds of NAME (name-version) for this flavour
+# are cached; a build-only run has its own, holding the daemon alone.
+bin_dir() {
+    if build_only; then echo "$E2E_BUILD/bin/$1-$(flavor)-daemon"; else echo "$E2E_BUILD/bin/$1-$(flavor)"; fi
+}
+
+# built_daemon VERSION BIN: in a build-only run, prints "VERSION BIN" and
+# ends the run.
+built_daemon() {
+    build_only || return 0
+    echo "$1 $2"
+    exit 0
 }
 
 # flavor: what this run builds and tests.

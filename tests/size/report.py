@@ -12,10 +12,18 @@ of ours or of crates.io its name mentions, so that std's generic code,
 drop glue above all, is counted for the crate it was instantiated for).
 
   report.py [--lib-dir DIR] [--limit-mb N] [--json FILE] [--doc FILE]
+  report.py --json FILE [--doc FILE] --daemon NAME VERSION STOCK NRI_RS ...
 
 --limit-mb fails (exit 1) when the host grows by more than N MB (10^6
 bytes); --json writes the measurements; --doc replaces the generated
 section of a markdown file (between the size-report markers) with them.
+The figures of real daemons (--json's "daemons") are kept as they are.
+
+With --daemon (tests/size/daemons.sh, `make size-daemons`), nothing of the
+above is measured: the daemon NAME (containerd, crio) of VERSION, its
+unstripped binaries built stock (STOCK) and with nri-rs (NRI_RS), is
+measured stripped (`strip --strip-all` on a copy) into --json's "daemons",
+the rest of that file kept, and --doc rewritten from it.
 """
 
 import argparse
@@ -27,6 +35,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 UPSTREAM = "github.com/containerd/nri"
@@ -117,6 +126,41 @@ def by_crate(lib):
     return sizes
 
 
+def stripped_size(binary, work):
+    out = os.path.join(work, os.path.basename(binary) + ".stripped")
+    shutil.copy(binary, out)
+    run(["strip", "--strip-all", out])
+    return os.path.getsize(out)
+
+
+def measure_daemon(version, stock, nri_rs):
+    """A daemon's entry of "daemons": both builds' stripped sizes."""
+    with tempfile.TemporaryDirectory() as work:
+        sizes = {}
+        for name, binary in (("stock", stock), ("nri-rs", nri_rs)):
+            os.makedirs(os.path.join(work, name))
+            sizes[name] = stripped_size(binary, os.path.join(work, name))
+    static = "INTERP" not in run(["readelf", "-lW", nri_rs])
+    return {"version": version, "static": static, "date": datetime.date.today().isoformat(),
+            "go": run(["go", "env", "GOVERSION"]).strip(),
+            "stock": sizes["stock"], "nri-rs": sizes["nri-rs"], "growth": sizes["nri-rs"] - sizes["stock"]}
+
+
+DAEMON_NAMES = {"containerd": "containerd", "crio": "CRI-O"}
+
+
+def daemon_rows(daemons):
+    rows = []
+    for name, d in daemons.items():
+        what = f"{DAEMON_NAMES.get(name, name)} {d['version']} ({'static' if d['static'] else 'dynamic'})"
+        rows += [
+            f"| {what}, stock, stripped | {mb(d['stock'])} MB |",
+            f"| {what} with nri-rs, stripped | {mb(d['nri-rs'])} MB |",
+            f"| **Growth of {DAEMON_NAMES.get(name, name)}** | **+{mb(d['growth'])} MB** |",
+        ]
+    return rows
+
+
 def mb(n):
     return f"{n / 1e6:.1f}"
 
@@ -128,12 +172,20 @@ def markdown(r):
         "",
         f"Measured {r['date']} by `make size` (`tests/size/report.py`), {r['go']},"
         f" {r['rustc']}; libnri.a {r['features']}. MB are 10^6 bytes.",
+    ]
+    daemons = r.get("daemons") or {}
+    if daemons:
+        when = ", ".join(sorted({f"{d['date']} with {d['go']}" for d in daemons.values()}))
+        lines[-1] += (f" The daemons' rows: measured {when} by `make size-daemons`"
+                      " (`tests/size/daemons.sh`), each daemon built as `make e2e` builds it.")
+    lines += [
         "",
         "| What | Size |",
         "|---|---|",
         f"| Go host on upstream's `pkg/adaptation` {r['upstream']}, stripped | {mb(h['upstream'])} MB |",
         f"| The same host on `go/adaptation`, stripped | {mb(h['nri-rs'])} MB |",
         f"| **Growth** (`make test` fails above {mb(r['limit'])} MB) | **+{mb(h['growth'])} MB** |",
+        *daemon_rows(daemons),
         f"| `libnri.a` as built (`target/release`) | {mb(r['libnri_a']['file'])} MB |",
         f"| `libnri.a` as `make install` installs it (`strip --strip-unneeded`) | {mb(r['libnri_a']['installed'])} MB |",
         f"| `libnri.a`, code and data of its symbols | {mb(r['libnri_a']['symbols'])} MB |",
@@ -155,6 +207,20 @@ def markdown(r):
     return "\n".join(lines)
 
 
+def write(r, json_file, doc_file):
+    if json_file:
+        with open(json_file, "w") as f:
+            json.dump(r, f, indent=2)
+            f.write("\n")
+    if doc_file:
+        doc = open(doc_file).read()
+        i, j = doc.find(BEGIN), doc.find(END)
+        if i < 0 or j < i:
+            sys.exit(f"size: {doc_file} has no generated section ({BEGIN} ... {END})")
+        with open(doc_file, "w") as f:
+            f.write(doc[:i] + markdown(r) + doc[j + len(END):])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib-dir", default=os.path.join(ROOT, "target", "release"))
@@ -163,7 +229,22 @@ def main():
     ap.add_argument("--features", default="default features")
     ap.add_argument("--json")
     ap.add_argument("--doc")
+    ap.add_argument("--daemon", nargs=4, action="append", metavar=("NAME", "VERSION", "STOCK", "NRI_RS"))
     a = ap.parse_args()
+    old = {}
+    if a.json and os.path.exists(a.json):
+        with open(a.json) as f:
+            old = json.load(f)
+    if a.daemon:
+        if not a.json or "host" not in old:
+            sys.exit("size: --daemon adds to the figures of --json FILE, which `make size` writes first")
+        old.setdefault("daemons", {})
+        for name, version, stock, nri_rs in a.daemon:
+            d = old["daemons"][name] = measure_daemon(version, stock, nri_rs)
+            print(f"size: {DAEMON_NAMES.get(name, name)} {version}, stripped: {mb(d['stock'])} MB stock, "
+                  f"{mb(d['nri-rs'])} MB with nri-rs: +{mb(d['growth'])} MB ({d['growth']} bytes)")
+        write(old, a.json, a.doc)
+        return
 
     a.lib_dir, a.work = os.path.abspath(a.lib_dir), os.path.abspath(a.work)
     lib = os.path.join(a.lib_dir, "libnri.a")
@@ -183,21 +264,13 @@ def main():
                      "symbols": sum(crates.values())},
         "crates": [{"crate": c, "bytes": n} for c, n in sorted(crates.items(), key=lambda kv: -kv[1])],
     }
+    if "daemons" in old:
+        r["daemons"] = old["daemons"]
     h = r["host"]
     print(f"size: Go host {mb(h['upstream'])} MB on upstream {r['upstream']}, "
           f"{mb(h['nri-rs'])} MB on go/adaptation: +{mb(h['growth'])} MB (limit {a.limit_mb} MB); "
           f"libnri.a {mb(r['libnri_a']['file'])} MB, installed {mb(r['libnri_a']['installed'])} MB")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(r, f, indent=2)
-            f.write("\n")
-    if a.doc:
-        doc = open(a.doc).read()
-        i, j = doc.find(BEGIN), doc.find(END)
-        if i < 0 or j < i:
-            sys.exit(f"size: {a.doc} has no generated section ({BEGIN} ... {END})")
-        with open(a.doc, "w") as f:
-            f.write(doc[:i] + markdown(r) + doc[j + len(END):])
+    write(r, a.json, a.doc)
     if h["growth"] > r["limit"]:
         sys.exit(f"size: the Go host grows by {mb(h['growth'])} MB, more than the {a.limit_mb} MB allowed "
                  "(docs/INTEGRATION.md, \"What a runtime's binary gains and costs\")")
