@@ -52,8 +52,12 @@ requirement=${version%.*}
 say "cargo package --no-verify (${#crates[@]} crates, version $version)"
 package_args=()
 for c in "${crates[@]}"; do package_args+=(-p "$c"); done
-(cd "$root" && quiet "$work/package.log" env CARGO_TARGET_DIR="$work/package-target" \
-    "$cargo" package --no-verify --allow-dirty --offline "${package_args[@]}")
+# From outside the tree: cargo reads .cargo/config.toml from the working
+# directory up, and a tree unpacked from `make dist` replaces crates.io
+# there with its vendor/ directory, where packaging would then look for
+# the workspace's own crates.
+(cd "$work" && quiet "$work/package.log" env CARGO_TARGET_DIR="$work/package-target" \
+    "$cargo" package --manifest-path "$root/Cargo.toml" --no-verify --allow-dirty --offline "${package_args[@]}")
 mkdir "$work/crates"
 for c in "${crates[@]}"; do
     file="$work/package-target/package/$c-$version.crate"
