@@ -205,13 +205,9 @@ func smokeSettings(cases, pinned string) settings {
 // note saying when and how it was measured; the rest of the file, its
 // other cases' figures and the machine's description, stays as it was.
 func mergeInto(file string, res *results) (*results, error) {
-	data, err := os.ReadFile(file)
+	old, err := readResults(file)
 	if err != nil {
 		return nil, err
-	}
-	var old results
-	if err := json.Unmarshal(data, &old); err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	for _, c := range res.Cases {
 		c.Note = fmt.Sprintf("measured on %s (%d × %s, load %s → %s) by a later run of only the cases matching `%s`, merged into this file",
@@ -229,8 +225,8 @@ func mergeInto(file string, res *results) (*results, error) {
 	if res.Settings.StormPods > 0 {
 		old.Settings.StormPods = res.Settings.StormPods
 	}
-	old.Targets = evaluateTargets(&old)
-	return &old, nil
+	old.Targets = evaluateTargets(old)
+	return old, nil
 }
 
 func fatal(err error) {

@@ -22,17 +22,13 @@ func regenerate(resultsFile, doc, png string) error {
 	if doc == "" && png == "" {
 		return nil
 	}
-	data, err := os.ReadFile(resultsFile)
+	res, err := readResults(resultsFile)
 	if err != nil {
 		return err
 	}
-	var res results
-	if err := json.Unmarshal(data, &res); err != nil {
-		return fmt.Errorf("%s: %w", resultsFile, err)
-	}
-	res.Targets = evaluateTargets(&res)
+	res.Targets = evaluateTargets(res)
 	if png != "" {
-		if err := writeChart(&res, png); err != nil {
+		if err := writeChart(res, png); err != nil {
 			return err
 		}
 	}
@@ -51,7 +47,7 @@ func regenerate(resultsFile, doc, png string) error {
 			pngRel = rel
 		}
 	}
-	return os.WriteFile(doc, []byte(markdown(&res, filepath.Base(resultsFile), pngRel)+tail), 0o644)
+	return os.WriteFile(doc, []byte(markdown(res, filepath.Base(resultsFile), pngRel)+tail), 0o644)
 }
 
 func fmtUs(v float64) string {
@@ -500,4 +496,17 @@ func writeCases(w func(string, ...any), r *results) {
 			row(cf, nil, cf.Stub)
 		}
 	}
+}
+
+// readResults reads a results file (performance.json).
+func readResults(file string) (*results, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var res results
+	if err := json.Unmarshal(data, &res); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return &res, nil
 }
